@@ -1,0 +1,41 @@
+"""vcbench: one JAX/Flax harness for CortexBench, G-VUE, RobustNav and The Colosseum."""
+import setuptools
+
+# Versions are the ones measured to install and run together on these machines
+# (see ../shared/STACK.md); the upper bounds keep a fresh setup from drifting.
+INSTALL_REQUIRES = [
+    "jax>=0.10.2,<0.11",
+    "flax>=0.12.8,<0.13",
+    "optax>=0.2.8",
+    "orbax-checkpoint>=0.12.8,<0.13",
+    "ml-collections>=1.1.0",
+    "absl-py>=2.1",
+    "numpy>=2.0",
+    "safetensors>=0.4",
+    "tqdm>=4.66",
+    "pillow>=10",
+]
+
+EXTRAS = {
+    # Conversion from PyTorch checkpoints and the parity tests against the
+    # reference implementations. torch 2.14.1 + torchvision 0.29.1 are the pair
+    # that imports on these machines (a CUDA build that runs on the CPU).
+    "torch": [
+        "torch==2.14.1",
+        "torchvision==0.29.1",
+        "timm>=1.0.20",
+        "open-clip-torch>=3.0",
+    ],
+    "test": ["pytest>=8", "pytest-xdist>=3.5"],
+}
+
+setuptools.setup(
+    name="vcbench",
+    version="0.1.0",
+    description=__doc__,
+    packages=setuptools.find_packages(include=["vcbench", "vcbench.*", "launch", "launch.*",
+                                               "configs", "configs.*"]),
+    python_requires=">=3.11",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS,
+)

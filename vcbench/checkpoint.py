@@ -1,0 +1,191 @@
+"""Orbax checkpointing for training loops, so that a killed run resumes to the same result.
+
+DESIGN.md asks every training loop to be "checkpointed with orbax, and resumable from its last
+checkpoint to the same result". This module is the one place that talks to orbax:
+
+  ckpt = Checkpointer(workdir / "ckpt", max_to_keep=3)
+  step, state = ckpt.restore_or_init(lambda: init_state(key))
+  while step < total_steps:
+    state = train_chunk(state)          # jitted, pure
+    step += chunk
+    ckpt.save(step, state, metadata={"config_hash": h})
+  ckpt.close()
+
+Resumption is exact because the whole training state -- including the PRNG key, either a typed
+key (`jax.random.key`) or a raw uint32 key (`jax.random.PRNGKey`) -- is one pytree that is saved
+and restored bit for bit.
+
+Atomicity: orbax writes each step into a temporary directory and renames it to `<step>` only
+once complete, so a crash never leaves a half-written checkpoint that `latest_step` would pick.
+By default `save` blocks until the write is finished (`wait=True`); with `wait=False` the write
+continues in a background thread (orbax async checkpointing) and the next `save`, `restore`,
+`wait()` or `close()` waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any, Callable, Mapping
+
+import jax
+import orbax.checkpoint as ocp
+
+_STATE = "state"
+_METADATA = "metadata"
+
+
+class Checkpointer:
+  """Saves and restores a training-state pytree by integer step, keeping the last few.
+
+  Args:
+    directory: where checkpoints live, one sub-directory per step (created if missing).
+    max_to_keep: how many most recent checkpoints to keep; None keeps all.
+  """
+
+  def __init__(self, directory: str | os.PathLike[str], max_to_keep: int | None = 3):
+    if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 1):
+      raise ValueError(f"Checkpointer: max_to_keep must be a positive int or None, "
+                       f"got {max_to_keep!r}.")
+    # orbax wants an absolute path; resolve once so a later chdir does not move the store.
+    self.directory = pathlib.Path(directory).expanduser().absolute()
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+    )
+
+  def __repr__(self) -> str:
+    return f"Checkpointer({str(self.directory)!r})"
+
+  def __enter__(self) -> "Checkpointer":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+  # -- saving ---------------------------------------------------------------------------------
+
+  def save(self, step: int, pytree: Any, metadata: Mapping[str, Any] | None = None, *,
+           wait: bool = True) -> None:
+    """Saves `pytree` (and JSON `metadata`) as checkpoint `step`.
+
+    Args:
+      step: the training step; must exceed every saved step (orbax refuses to overwrite).
+      pytree: the state: nested dicts/lists/tuples/dataclasses of jax or numpy arrays/scalars.
+      metadata: small JSON-serialisable dict stored beside the state (config hash, metrics).
+      wait: block until the checkpoint is on disk. With False the write finishes in the
+        background; call `wait()` (or `close()`) before relying on it.
+    """
+    step = _check_step(step)
+    latest = self.latest_step()
+    if latest is not None and step <= latest:
+      raise ValueError(f"Checkpointer.save: step {step} is not after the latest saved step "
+                       f"{latest} in {self.directory}.")
+    items = {_STATE: ocp.args.StandardSave(pytree)}
+    if metadata is not None:
+      if not isinstance(metadata, Mapping):
+        raise TypeError(f"Checkpointer.save: metadata must be a dict, got "
+                        f"{type(metadata).__name__}.")
+      items[_METADATA] = ocp.args.JsonSave(dict(metadata))
+    self._manager.save(step, args=ocp.args.Composite(**items))
+    if wait:
+      self.wait()
+
+  def wait(self) -> None:
+    """Blocks until any background save has finished."""
+    self._manager.wait_until_finished()
+
+  def close(self) -> None:
+    """Waits for pending saves and releases orbax's resources."""
+    self._manager.close()
+
+  # -- restoring ------------------------------------------------------------------------------
+
+  def all_steps(self) -> list[int]:
+    """The saved steps, ascending: those on disk when this Checkpointer was created, plus its
+    own saves (orbax's view; one run owns a directory at a time)."""
+    return sorted(self._manager.all_steps())
+
+  def latest_step(self) -> int | None:
+    """The newest complete checkpoint's step, or None if there is none."""
+    steps = self.all_steps()
+    return steps[-1] if steps else None
+
+  def restore(self, step: int | None = None, target: Any = None) -> Any:
+    """Restores the state saved at `step` (default: the latest).
+
+    Args:
+      step: which checkpoint; None for the latest.
+      target: a pytree like the saved one (concrete arrays or `jax.ShapeDtypeStruct`s) giving
+        the structure, dtypes and shardings to restore into. Without it, orbax rebuilds the
+        tree from its own metadata: containers come back as dicts/lists (tuples become lists,
+        dataclasses and NamedTuples become dicts), so pass a target to get the exact type back.
+
+    Raises:
+      FileNotFoundError: no checkpoint (or not `step`) in the directory.
+    """
+    step = self._resolve_step(step)
+    if target is None:
+      restore_args = ocp.args.StandardRestore()
+    else:
+      restore_args = ocp.args.StandardRestore(_abstract(target))
+    self.wait()
+    restored = self._manager.restore(step, args=ocp.args.Composite(**{_STATE: restore_args}))
+    return restored[_STATE]
+
+  def metadata(self, step: int | None = None) -> dict[str, Any] | None:
+    """The metadata dict saved with `step` (default: latest), or None if none was given."""
+    step = self._resolve_step(step)
+    if not (self.directory / str(step) / _METADATA).exists():
+      return None
+    self.wait()
+    restored = self._manager.restore(
+        step, args=ocp.args.Composite(**{_METADATA: ocp.args.JsonRestore()}))
+    return restored[_METADATA]
+
+  def restore_or_init(self, init_fn: Callable[[], Any]) -> tuple[int, Any]:
+    """(latest step, restored state) if a checkpoint exists, else (0, init_fn()).
+
+    `init_fn()`'s result also serves as the restore target when resuming, so the state comes
+    back with the same structure, dtypes and shardings as a fresh one. It is only traced
+    (`jax.eval_shape`), not run, in that case, so resuming does not pay for initialisation.
+    """
+    step = self.latest_step()
+    if step is None:
+      return 0, init_fn()
+    return step, self.restore(step, target=jax.eval_shape(init_fn))
+
+  def _resolve_step(self, step: int | None) -> int:
+    steps = self.all_steps()
+    if not steps:
+      raise FileNotFoundError(f"Checkpointer: no checkpoint in {self.directory}; "
+                              "use restore_or_init() to start fresh when there is none.")
+    if step is None:
+      return steps[-1]
+    step = _check_step(step)
+    if step not in steps:
+      raise FileNotFoundError(f"Checkpointer: no checkpoint for step {step} in "
+                              f"{self.directory}; available steps: {steps}.")
+    return step
+
+
+def _check_step(step: Any) -> int:
+  if isinstance(step, bool) or not hasattr(step, "__index__"):
+    raise TypeError(f"Checkpointer: step must be an int, got {step!r} ({type(step).__name__}).")
+  step = int(step)
+  if step < 0:
+    raise ValueError(f"Checkpointer: step must be >= 0, got {step}.")
+  return step
+
+
+def _abstract(target: Any) -> Any:
+  """Shape/dtype(/sharding) structs for a restore target; keeps non-array leaves as they are."""
+  def leaf(x):
+    if isinstance(x, jax.ShapeDtypeStruct):
+      return x
+    if isinstance(x, jax.Array):
+      return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # numpy arrays
+      return jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return x
+  return jax.tree_util.tree_map(leaf, target)

@@ -1,0 +1,1 @@
+"""Encoders (ViT, ResNet, CLIP, MobileNetV2), the zoo of PVRs and checkpoint conversion."""

@@ -1,0 +1,62 @@
+"""Convolution layers shared by the CNN encoders (ResNet, CLIP ResNet, MobileNetV2)."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+def relu6(x):
+  return jnp.clip(x, 0.0, 6.0)
+
+
+class ConvBN(nn.Module):
+  """Bias-free convolution followed by a frozen (inference-mode) BatchNorm.
+
+  Frozen encoders never update BatchNorm statistics, so the normalisation is
+  folded into the kernel and a bias before the convolution runs: one conv and
+  one add instead of a conv plus a full pass over the activations. The
+  parameters stay unfolded (`kernel`, `scale`, `bias` in `params`; `mean`,
+  `var` in `batch_stats`) so they map one-to-one onto a PyTorch Conv2d +
+  BatchNorm2d pair and fine-tuning sees the usual variables.
+  """
+  features: int
+  kernel: int
+  stride: int = 1
+  padding: int = 0
+  groups: int = 1
+  eps: float = 1e-5
+  act: Optional[Callable] = None
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x):
+    in_ch = x.shape[-1]
+    if in_ch % self.groups:
+      raise ValueError(f"{in_ch} input channels are not divisible by {self.groups} groups")
+    k = self.param("kernel", nn.initializers.variance_scaling(2.0, "fan_out", "normal"),
+                   (self.kernel, self.kernel, in_ch // self.groups, self.features))
+    scale = self.param("scale", nn.initializers.ones, (self.features,))
+    bias = self.param("bias", nn.initializers.zeros, (self.features,))
+    mean = self.variable("batch_stats", "mean", jnp.zeros, (self.features,)).value
+    var = self.variable("batch_stats", "var", jnp.ones, (self.features,)).value
+    mult = scale * jax.lax.rsqrt(var + self.eps)
+    y = jax.lax.conv_general_dilated(
+        x.astype(self.dtype), (k * mult).astype(self.dtype),
+        window_strides=(self.stride, self.stride),
+        padding=[(self.padding, self.padding)] * 2,
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        feature_group_count=self.groups)
+    y = y + (bias - mean * mult).astype(self.dtype)
+    return self.act(y) if self.act is not None else y
+
+
+def avg_pool(x, size: int):
+  """Non-overlapping average pooling, PyTorch's AvgPool2d(size)."""
+  return nn.avg_pool(x, (size, size), strides=(size, size)) if size > 1 else x
+
+
+def global_avg_pool(x):
+  return jnp.mean(x, axis=(1, 2))
