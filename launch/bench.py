@@ -1,0 +1,142 @@
+"""Speed benchmarks.
+
+  python -m launch.bench encoders [--models=vit_b16,rn50] [--batch=32] [--repeats=5]
+
+`encoders`: images/s of each Flax encoder and of its PyTorch reference on this
+machine in one run (same batch, float32, 224x224, medians of `repeats` timed
+calls after a warm-up), plus the Flax encoder in bfloat16, and the Flax/PyTorch
+ratio. Prints a markdown table (the one in the README) and, with --out, writes
+it with the raw timings as JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from typing import Callable
+
+from absl import app
+from absl import flags
+import numpy as np
+
+_MODELS = flags.DEFINE_list(
+    "models", "vit_s16,vit_b16,clip_vitb32,rn50,clip_rn50,mobilenetv2",
+    "which encoders (also: vit_l16, clip_vitb16)")
+_BATCH = flags.DEFINE_integer("batch", 32, "images per call")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "timed calls per measurement (median)")
+_THREADS = flags.DEFINE_integer("torch_threads", os.cpu_count() or 1, "torch intra-op threads")
+_OUT = flags.DEFINE_string("out", None, "write the table and raw timings as JSON here")
+
+
+def _timm_vit(name: str):
+  import timm  # pylint: disable=g-import-not-at-top
+  return lambda: timm.create_model(name, pretrained=False, num_classes=0)
+
+
+def _torchvision(name: str):
+  import torchvision  # pylint: disable=g-import-not-at-top
+  return lambda: getattr(torchvision.models, name)()
+
+
+def _open_clip(name: str):
+  def build():
+    import open_clip  # pylint: disable=g-import-not-at-top
+    return open_clip.create_model(name, pretrained=None).visual
+  return build
+
+
+# name -> (zoo entry whose architecture gives the Flax encoder, randomly
+# initialised, and the PyTorch reference builder).
+BENCHMARKS: dict[str, tuple[str, Callable]] = {
+    "vit_s16": ("random_vit_s", _timm_vit("vit_small_patch16_224")),
+    "vit_b16": ("random_vit_b", _timm_vit("vit_base_patch16_224")),
+    "vit_l16": ("random_vit_l", _timm_vit("vit_large_patch16_224")),
+    "clip_vitb16": ("clip_vitb16", _open_clip("ViT-B-16-quickgelu")),
+    "clip_vitb32": ("clip_vitb32", _open_clip("ViT-B-32-quickgelu")),
+    "rn50": ("in1k_rn50", _torchvision("resnet50")),
+    "clip_rn50": ("clip_rn50", _open_clip("RN50-quickgelu")),
+    "mobilenetv2": ("random_mobilenetv2", _torchvision("mobilenet_v2")),
+}
+
+
+def median_rate(fn: Callable[[], object], batch: int, repeats: int) -> tuple[float, list]:
+  fn()  # Warm-up (and compile).
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return batch / statistics.median(times), times
+
+
+def flax_encoder(entry: str, dtype):
+  """A randomly initialised Flax encoder with the zoo entry's architecture."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from vcbench.models import zoo  # pylint: disable=g-import-not-at-top
+  e = zoo.entry(entry)
+  module = e.build(img_size=224, dtype=dtype)
+  variables = jax.jit(module.init)(jax.random.key(0), jnp.zeros((1, 224, 224, 3)))
+  apply = jax.jit(lambda v, x: module.apply(v, x)[0]["cls"])
+  return lambda x: apply(variables, x).block_until_ready()
+
+
+def bench_one(name: str, batch: int, repeats: int) -> dict:
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  entry, torch_build = BENCHMARKS[name]
+  x = np.random.default_rng(0).standard_normal((batch, 224, 224, 3), np.float32)
+  row = {"model": name}
+  for label, dtype in (("flax_fp32", jnp.float32), ("flax_bf16", jnp.bfloat16)):
+    run = flax_encoder(entry, dtype)
+    xj = jnp.asarray(x)
+    row[label], row[f"{label}_times"] = median_rate(lambda: run(xj), batch, repeats)
+  model = torch_build().eval()
+  xt = torch.from_numpy(x.transpose(0, 3, 1, 2).copy())
+  with torch.inference_mode():
+    row["torch_fp32"], row["torch_fp32_times"] = median_rate(lambda: model(xt), batch, repeats)
+  row["ratio"] = row["flax_fp32"] / row["torch_fp32"]
+  return row
+
+
+def table(rows: list[dict], batch: int, repeats: int) -> str:
+  lines = [f"| encoder (batch {batch}, 224², median of {repeats}) | Flax fp32 img/s | "
+           "Flax bf16 img/s | PyTorch fp32 img/s | Flax/PyTorch |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+  for r in rows:
+    lines.append(f"| {r['model']} | {r['flax_fp32']:.2f} | {r['flax_bf16']:.2f} | "
+                 f"{r['torch_fp32']:.2f} | {r['ratio']:.2f}x |")
+  return "\n".join(lines)
+
+
+def encoders() -> str:
+  import torch  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(_THREADS.value)
+  unknown = [m for m in _MODELS.value if m not in BENCHMARKS]
+  if unknown:
+    raise app.UsageError(f"unknown --models {unknown}; choose from {sorted(BENCHMARKS)}")
+  rows = []
+  for name in _MODELS.value:
+    rows.append(bench_one(name, _BATCH.value, _REPEATS.value))
+    print(f"{name}: flax {rows[-1]['flax_fp32']:.2f} img/s, torch {rows[-1]['torch_fp32']:.2f} "
+          f"img/s ({rows[-1]['ratio']:.2f}x)", flush=True)
+  text = table(rows, _BATCH.value, _REPEATS.value)
+  print(text)
+  if _OUT.value:
+    with open(_OUT.value, "w") as f:
+      json.dump({"table": text, "rows": rows, "torch_threads": _THREADS.value}, f, indent=1)
+  return text
+
+
+COMMANDS = {"encoders": encoders}
+
+
+def main(argv):
+  if len(argv) != 2 or argv[1] not in COMMANDS:
+    raise app.UsageError(f"usage: python -m launch.bench {{{','.join(COMMANDS)}}} [flags]")
+  COMMANDS[argv[1]]()
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,34 @@
+"""Runs one job described by a config file.
+
+  python -m launch.main --config configs/<file>.py[:variant] [--config.key=value ...]
+
+The config's `job` key picks what runs (see launch/jobs.py); keys the job does
+not read and values it cannot use are refused with the key named.
+"""
+import sys
+
+from absl import app
+from ml_collections import config_flags
+
+from launch import jobs
+from vcbench import config as config_lib
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "config file, configs/<file>.py[:variant]", lock_config=True)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  config = _CONFIG.value
+  if config is None:
+    raise app.UsageError("--config=configs/<file>.py[:variant] is required")
+  try:
+    job = jobs.resolve(config)
+  except (config_lib.ConfigError, KeyError) as e:
+    sys.exit(f"config error: {e}")
+  job.run(config)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,20 @@
+"""Shared fixtures for the model-zoo tests: a private conversion cache, the `slow` marker."""
+import os
+import sys
+
+import pytest
+
+# Lets the test modules here `import vcb_models_testlib` under any import mode.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "slow: takes more than ~20 s on a 2-core CPU")
+
+
+@pytest.fixture(autouse=True)
+def _vcbench_cache(tmp_path, monkeypatch):
+  """Every test converts into its own cache, never into ~/.cache/vcbench."""
+  cache = tmp_path / "vcbench_cache"
+  monkeypatch.setenv("VCBENCH_CACHE", str(cache))
+  return cache

@@ -1,0 +1,1 @@
+"""Benchmarks: task lists, protocols and metrics (CortexBench, G-VUE, RobustNav, Colosseum)."""
