@@ -1,4 +1,4 @@
-"""Shared fixtures for the model-zoo tests: a private conversion cache, the `slow` marker."""
+"""Shared fixture for the model-zoo tests: a private conversion cache per test."""
 import os
 import sys
 
@@ -6,10 +6,6 @@ import pytest
 
 # Lets the test modules here `import vcb_models_testlib` under any import mode.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-
-def pytest_configure(config):
-  config.addinivalue_line("markers", "slow: takes more than ~20 s on a 2-core CPU")
 
 
 @pytest.fixture(autouse=True)

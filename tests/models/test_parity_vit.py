@@ -117,18 +117,11 @@ def gvue_pyramid(model, x, layers):
   return maps
 
 
-PYRAMID_STRIDE_BUG = (
-    "BUG vcbench/models/vit.py vit_pyramid: resizes the token grid by 4x/2x/1x/0.5x, which "
-    "gives strides 4/8/16/32 only for patch 16; G-VUE (and the Encoder contract) resize to "
-    "H/4, H/8, H/16, H/32 of the input (e.g. clip_vitb32 at 224 gives 28/14/7/3 instead of "
-    "56/28/14/7)")
 
 
 @pytest.mark.parametrize("patch, img_size", [
     (16, 64), (16, 96),
-    pytest.param(8, 64, marks=pytest.mark.xfail(strict=True, reason=PYRAMID_STRIDE_BUG)),
-    pytest.param(32, 64, marks=pytest.mark.xfail(strict=True, reason=PYRAMID_STRIDE_BUG)),
-    pytest.param(14, 112, marks=pytest.mark.xfail(strict=True, reason=PYRAMID_STRIDE_BUG)),
+    (8, 64), (32, 64), (14, 112),
 ])
 def test_gvue_pyramid_parity(tmp_path, patch, img_size):
   model = timm_vit(patch=patch, img_size=img_size, depth=4)
@@ -162,9 +155,6 @@ def test_default_pyramid_layers_match_gvue():
   assert default_pyramid_layers(4) == (0, 1, 2, 3)
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason=(
-    "BUG vcbench/models/vit.py default_pyramid_layers: depth // 4 == 0 for depth < 4, so "
-    "the layers are (-1, -1, -1, -1) and ViT.__call__ raises KeyError 'block_-1'"))
 def test_shallow_vit_builds_with_default_pyramid():
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top

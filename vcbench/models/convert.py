@@ -21,6 +21,7 @@ import tempfile
 import zipfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+import ml_dtypes  # pylint: disable=unused-import  # registers bfloat16 for safetensors
 import numpy as np
 
 from vcbench.models import resize
@@ -47,14 +48,17 @@ def _torch_load(path: str) -> Any:
     raise CheckpointError(
         f"{path}: reading PyTorch checkpoints needs torch; install the extra "
         "`pip install -e .[torch]`, or load an already converted .npz") from e
-  # Old-format (pre-1.6) files are plain pickles; new ones are zip archives. A
-  # zip without a data.pkl is a TorchScript archive, which we do not execute.
+  # Old-format (pre-1.6) files are plain pickles; new ones are zip archives.
+  # TorchScript archives (OpenAI's CLIP .pt files) carry code, which we do not
+  # run: they are refused with the one-line fix.
   if zipfile.is_zipfile(path):
     with zipfile.ZipFile(path) as z:
       names = z.namelist()
-    if not any(n.endswith("data.pkl") for n in names):
-      raise CheckpointError(f"{path}: a zip archive without data.pkl (TorchScript or not a "
-                            "checkpoint); save the model's state_dict() instead")
+    torchscript = any(n.endswith("constants.pkl") or "/code/" in n for n in names)
+    if torchscript or not any(n.endswith("data.pkl") for n in names):
+      raise CheckpointError(
+          f"{path}: a TorchScript archive (or a zip that is no checkpoint); load it once "
+          "with torch.jit.load and save model.state_dict() with torch.save instead")
   try:
     return torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # torch raises several types for the same problems.
@@ -136,8 +140,14 @@ def _conv(x, shape):
   return x.transpose(2, 3, 1, 0)  # [O, I, kh, kw] -> [kh, kw, I, O].
 
 
+def _squeezed(shape) -> tuple:
+  return tuple(d for d in shape if d != 1)
+
+
 def _copy(x, shape):
-  return x.reshape(shape) if x.size == int(np.prod(shape)) else x
+  """Same tensor; only size-1 axes may be added or dropped (CLIP's [D] class
+  embedding -> [1, 1, D]). Any other reshape would hide a transposed tensor."""
+  return x.reshape(shape) if _squeezed(x.shape) == _squeezed(shape) else x
 
 
 def _posemb(x, shape):
@@ -147,7 +157,7 @@ def _posemb(x, shape):
     prefix = 1
     side = int(round((shape[1] - prefix) ** 0.5))
     x = resize.resample_pos_embed(x.astype(np.float32), (side, side), prefix)
-  return x.reshape(shape) if x.size == int(np.prod(shape)) else x
+  return _copy(x, shape)
 
 
 TRANSFORMS: dict[str, Callable[[np.ndarray, tuple], np.ndarray]] = {

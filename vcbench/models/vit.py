@@ -90,25 +90,26 @@ class Block(nn.Module):
     return x
 
 
-def vit_pyramid(features: Sequence[jax.Array], grid: tuple[int, int]):
-  """Four patch-token maps at stride 16 -> maps at strides 4, 8, 16, 32.
+def vit_pyramid(features: Sequence[jax.Array], grid: tuple[int, int],
+                image_hw: tuple[int, int]):
+  """Four patch-token maps [B, h*w, D] -> maps at strides 4, 8, 16, 32.
 
-  G-VUE's ViT backbones hand four evenly spaced blocks to the dense decoders;
-  each [B, h*w, D] token map becomes [B, h, w, D] and is resized bilinearly
-  (align_corners=False, as `F.interpolate`) by 4x, 2x, 1x and 0.5x.
+  G-VUE hands four evenly spaced blocks to the dense decoders; each token map
+  becomes [B, h, w, D] and is resized bilinearly (align_corners=False, as
+  `F.interpolate`) to the image size over 4, 8, 16 and 32, whatever the patch.
   """
   h, w = grid
   out = []
-  for f, scale in zip(features, (4.0, 2.0, 1.0, 0.5)):
+  for f, stride in zip(features, (4, 8, 16, 32)):
     f = f.reshape(f.shape[0], h, w, f.shape[-1])
-    out.append(resize.resize_hw(f, (int(h * scale), int(w * scale)), "bilinear"))
+    out.append(resize.resize_hw(f, (image_hw[0] // stride, image_hw[1] // stride), "bilinear"))
   return out
 
 
 def default_pyramid_layers(depth: int) -> tuple[int, ...]:
   """Evenly spaced blocks ending at the last: (2, 5, 8, 11) for depth 12."""
-  step = depth // 4
-  return tuple(step * (i + 1) - 1 for i in range(4))
+  step = max(depth // 4, 1)
+  return tuple(min(step * (i + 1), depth) - 1 for i in range(4))
 
 
 class ViT(nn.Module):
@@ -166,6 +167,7 @@ class ViT(nn.Module):
                         (self.width, self.proj_dim))
       cls_out = cls_out @ proj.astype(x.dtype)
     layers = self.pyramid_layers or default_pyramid_layers(self.depth)
-    pyramid = vit_pyramid([intermediates[f"block_{i}"][:, 1:] for i in layers], grid)
+    pyramid = vit_pyramid([intermediates[f"block_{i}"][:, 1:] for i in layers], grid,
+                          (hh, ww))
     outputs = {"cls": cls_out, "tokens": x[:, 1:], "pyramid": pyramid}
     return outputs, intermediates

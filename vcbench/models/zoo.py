@@ -101,11 +101,13 @@ def _cache_dir() -> str:
                                                       "vcbench"))
 
 
-def _converted_path(name: str, checkpoint: str, img_size: int) -> str:
+def _converted_path(name: str, checkpoint: str) -> str:
+  # Converted variables do not depend on the input size: position embeddings
+  # keep the checkpoint's grid and are resampled at run time.
   st = os.stat(checkpoint)
-  tag = f"{os.path.abspath(checkpoint)}|{st.st_size}|{st.st_mtime_ns}|{img_size}"
+  tag = f"{os.path.abspath(checkpoint)}|{st.st_size}|{st.st_mtime_ns}"
   digest = hashlib.sha256(tag.encode()).hexdigest()[:16]
-  return os.path.join(_cache_dir(), "converted", f"{name}-{img_size}-{digest}.npz")
+  return os.path.join(_cache_dir(), "converted", f"{name}-{digest}.npz")
 
 
 def _resolve_checkpoint(e: Entry, checkpoint: Optional[str]) -> str:
@@ -142,14 +144,14 @@ def load(name: str, checkpoint: Optional[str] = None, *, img_size: Optional[int]
     return Encoder(module, convert.load_variables(os.fspath(checkpoint), expected), preprocess)
   checkpoint = _resolve_checkpoint(e, checkpoint)
   expected = jax.eval_shape(module.init, jax.random.key(0), dummy)
-  return Encoder(module, _load_pretrained(e, checkpoint, expected, size, cache), preprocess)
+  return Encoder(module, _load_pretrained(e, checkpoint, expected, cache), preprocess)
 
 
-def _load_pretrained(e: Entry, checkpoint: str, expected, size: int, cache: bool):
+def _load_pretrained(e: Entry, checkpoint: str, expected, cache: bool):
   if not os.path.exists(checkpoint):
     raise MissingCheckpointError(f"{checkpoint}: no such file (zoo entry {e.name!r}; the "
                                  f"official file: {e.source})")
-  cached = _converted_path(e.name, checkpoint, size) if cache else None
+  cached = _converted_path(e.name, checkpoint) if cache else None
   if cached and os.path.exists(cached):
     return convert.load_variables(cached, expected)
   flat = convert.read_checkpoint(checkpoint)
