@@ -30,8 +30,14 @@ def quick_gelu(x):
   return x * jax.nn.sigmoid(1.702 * x)
 
 
+def gelu(x):
+  """Exact (erf) GELU. Written out because `jax.nn.gelu(approximate=False)`
+  goes through erfc, ~30% slower on XLA:CPU for the same values."""
+  return 0.5 * x * (1.0 + jax.lax.erf(x * 0.7071067811865476))
+
+
 ACTIVATIONS = {
-    "gelu": functools.partial(jax.nn.gelu, approximate=False),
+    "gelu": gelu,
     "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),
     "quick_gelu": quick_gelu,
 }
@@ -66,9 +72,12 @@ class Attention(nn.Module):
     q, k, v = jnp.split(qkv.reshape(b, n, 3 * self.heads, hd), 3, axis=2)
     # [B, H, N, hd] keeps the two attention matmuls as plain batched GEMMs.
     q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
-    logits = jnp.einsum("bhqd,bhkd->bhqk", q * (hd ** -0.5), k)
-    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
-    out = jnp.einsum("bhqk,bhkd->bhqd", weights, v)
+    logits = jnp.einsum("bhqd,bhkd->bhqk", q * (hd ** -0.5), k).astype(jnp.float32)
+    # Softmax with the normalisation after the second matmul: dividing the
+    # [B, H, N, hd] output is N/hd times less work than dividing the weights.
+    e = jnp.exp(logits - jax.lax.stop_gradient(logits.max(axis=-1, keepdims=True)))
+    out = jnp.einsum("bhqk,bhkd->bhqd", e.astype(v.dtype), v)
+    out = out / e.sum(axis=-1, keepdims=True).astype(v.dtype)
     out = out.transpose(0, 2, 1, 3).reshape(b, n, d)
     return nn.Dense(d, dtype=self.dtype, name="proj")(out)
 
