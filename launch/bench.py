@@ -5,7 +5,8 @@
 `encoders`: images/s of each Flax encoder and of its PyTorch reference on this
 machine in one run (same batch, float32, 224x224, medians of `repeats` timed
 calls after a warm-up), plus the Flax encoder in bfloat16, and the Flax/PyTorch
-ratio. Prints a markdown table (the one in the README) and, with --out, writes
+ratio, and the GFLOP/s the Flax encoder reaches (XLA's FLOP count) next to the
+machine's GEMM rate. Prints a markdown table (the one in the README) and, with --out, writes
 it with the raw timings as JSON.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from typing import Callable
 
 from absl import app
+from absl import logging
 from absl import flags
 import numpy as np
 
@@ -70,8 +72,21 @@ def median_rate(fn: Callable[[], object], batch: int, repeats: int) -> tuple[flo
   return batch / statistics.median(times), times
 
 
+def matmul_gflops(repeats: int) -> float:
+  """The machine's float32 GEMM rate through XLA (ViT-B's MLP shape at batch 32),
+  the roofline against which the encoders' rates are read."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  m, k, n = 32 * 197, 768, 3072
+  a, b = jnp.ones((m, k)), jnp.ones((k, n))
+  f = jax.jit(jnp.dot)
+  rate, _ = median_rate(lambda: f(a, b).block_until_ready(), 1, repeats)
+  return 2 * m * k * n * rate / 1e9
+
+
 def flax_encoder(entry: str, dtype):
-  """A randomly initialised Flax encoder with the zoo entry's architecture."""
+  """A randomly initialised Flax encoder with the zoo entry's architecture, and
+  the FLOPs of one call on a batch of 32 as XLA counts them."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from vcbench.models import zoo  # pylint: disable=g-import-not-at-top
@@ -79,7 +94,11 @@ def flax_encoder(entry: str, dtype):
   module = e.build(img_size=224, dtype=dtype)
   variables = jax.jit(module.init)(jax.random.key(0), jnp.zeros((1, 224, 224, 3)))
   apply = jax.jit(lambda v, x: module.apply(v, x)[0]["cls"])
-  return lambda x: apply(variables, x).block_until_ready()
+  run = lambda x: apply(variables, x).block_until_ready()
+
+  def flops(x):
+    return apply.lower(variables, x).compile().cost_analysis()["flops"]
+  return run, flops
 
 
 def bench_one(name: str, batch: int, repeats: int) -> dict:
@@ -88,10 +107,12 @@ def bench_one(name: str, batch: int, repeats: int) -> dict:
   entry, torch_build = BENCHMARKS[name]
   x = np.random.default_rng(0).standard_normal((batch, 224, 224, 3), np.float32)
   row = {"model": name}
+  xj = jnp.asarray(x)
   for label, dtype in (("flax_fp32", jnp.float32), ("flax_bf16", jnp.bfloat16)):
-    run = flax_encoder(entry, dtype)
-    xj = jnp.asarray(x)
+    run, flops = flax_encoder(entry, dtype)
     row[label], row[f"{label}_times"] = median_rate(lambda: run(xj), batch, repeats)
+    if dtype == jnp.float32:
+      row["gflops_per_image"] = flops(xj) / batch / 1e9
   model = torch_build().eval()
   xt = torch.from_numpy(x.transpose(0, 3, 1, 2).copy())
   with torch.inference_mode():
@@ -100,13 +121,16 @@ def bench_one(name: str, batch: int, repeats: int) -> dict:
   return row
 
 
-def table(rows: list[dict], batch: int, repeats: int) -> str:
+def table(rows: list[dict], batch: int, repeats: int, gemm: float) -> str:
   lines = [f"| encoder (batch {batch}, 224², median of {repeats}) | Flax fp32 img/s | "
-           "Flax bf16 img/s | PyTorch fp32 img/s | Flax/PyTorch |",
-           "| --- | ---: | ---: | ---: | ---: |"]
+           "Flax bf16 img/s | PyTorch fp32 img/s | Flax/PyTorch | Flax GFLOP/s |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
   for r in rows:
     lines.append(f"| {r['model']} | {r['flax_fp32']:.2f} | {r['flax_bf16']:.2f} | "
-                 f"{r['torch_fp32']:.2f} | {r['ratio']:.2f}x |")
+                 f"{r['torch_fp32']:.2f} | {r['ratio']:.2f}x | "
+                 f"{r['flax_fp32'] * r['gflops_per_image']:.0f} |")
+  lines.append(f"\nfloat32 GEMM through XLA on this machine ({32 * 197}x768x3072): "
+               f"{gemm:.0f} GFLOP/s (the roofline for the GFLOP/s column).")
   return "\n".join(lines)
 
 
@@ -121,11 +145,13 @@ def encoders() -> str:
     rows.append(bench_one(name, _BATCH.value, _REPEATS.value))
     print(f"{name}: flax {rows[-1]['flax_fp32']:.2f} img/s, torch {rows[-1]['torch_fp32']:.2f} "
           f"img/s ({rows[-1]['ratio']:.2f}x)", flush=True)
-  text = table(rows, _BATCH.value, _REPEATS.value)
+  gemm = matmul_gflops(_REPEATS.value)
+  text = table(rows, _BATCH.value, _REPEATS.value, gemm)
   print(text)
   if _OUT.value:
     with open(_OUT.value, "w") as f:
-      json.dump({"table": text, "rows": rows, "torch_threads": _THREADS.value}, f, indent=1)
+      json.dump({"table": text, "rows": rows, "gemm_gflops": gemm,
+                 "torch_threads": _THREADS.value}, f, indent=1)
   return text
 
 
@@ -133,6 +159,7 @@ COMMANDS = {"encoders": encoders}
 
 
 def main(argv):
+  logging.set_verbosity(logging.WARNING)  # JAX's backend probing is INFO noise.
   if len(argv) != 2 or argv[1] not in COMMANDS:
     raise app.UsageError(f"usage: python -m launch.bench {{{','.join(COMMANDS)}}} [flags]")
   COMMANDS[argv[1]]()

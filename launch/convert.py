@@ -9,6 +9,7 @@ error that lists them all.
 import collections
 
 from absl import app
+from absl import logging
 from absl import flags
 import jax
 import jax.numpy as jnp
@@ -24,6 +25,7 @@ _IMG_SIZE = flags.DEFINE_integer("img_size", None, "input size (default: the ent
 
 
 def main(argv):
+  logging.set_verbosity(logging.WARNING)  # JAX's backend probing is INFO noise.
   del argv
   e = zoo.entry(_MODEL.value)
   if not e.pretrained:

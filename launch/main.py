@@ -8,6 +8,7 @@ not read and values it cannot use are refused with the key named.
 import sys
 
 from absl import app
+from absl import logging
 from ml_collections import config_flags
 
 from launch import jobs
@@ -18,6 +19,7 @@ _CONFIG = config_flags.DEFINE_config_file(
 
 
 def main(argv):
+  logging.set_verbosity(logging.WARNING)  # JAX's backend probing is INFO noise.
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = _CONFIG.value

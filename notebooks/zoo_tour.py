@@ -13,7 +13,6 @@
 import os
 import tempfile
 
-import numpy as np
 
 from vcbench.benchmarks import shapes_probe
 from vcbench.models import zoo

@@ -1,4 +1,5 @@
-"""conv2d's rewrites (1x1 as GEMM, 3x3/s2 as phase convolutions) equal the native conv."""
+"""conv2d's rewrites (1x1 as GEMM, 3x3/s2 as phase convolutions, depthwise as shifted
+sums) equal the native convolution."""
 import jax
 import numpy as np
 import pytest
@@ -10,11 +11,13 @@ from vcbench.models import layers
     (1, 1, 0, 1, 8), (1, 2, 0, 1, 8), (1, 2, 0, 1, 7),
     (3, 2, 1, 1, 8), (3, 2, 1, 1, 7), (3, 2, 1, 1, 6),
     (3, 1, 1, 1, 8), (3, 2, 1, 4, 8), (7, 2, 3, 1, 16), (1, 1, 0, 4, 8),
+    (3, 1, 1, 8, 8), (3, 2, 1, 8, 8), (3, 2, 1, 8, 7), (5, 1, 2, 8, 9),  # depthwise
 ])
 def test_conv2d_equals_native_convolution(kernel, stride, padding, groups, size):
   rng = np.random.default_rng(0)
   x = rng.standard_normal((2, size, size + 2, 8)).astype(np.float32)
-  k = rng.standard_normal((kernel, kernel, 8 // groups, 12)).astype(np.float32)
+  cout = 8 if groups == 8 else 12
+  k = rng.standard_normal((kernel, kernel, 8 // groups, cout)).astype(np.float32)
   ours = jax.jit(layers.conv2d, static_argnums=(2, 3, 4))(x, k, stride, padding, groups)
   ref = jax.lax.conv_general_dilated(
       x, k, (stride, stride), [(padding, padding)] * 2,

@@ -1,5 +1,4 @@
 """open_clip visual towers (OpenAI layout) -> vcbench ViT / ResNet(stem='clip'): parity."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -1,7 +1,6 @@
 """timm VisionTransformer (VC-1 / MAE / MVP layout) -> vcbench ViT: conversion and parity."""
 import functools
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -36,19 +36,18 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import fcntl
-import functools
-import hashlib
-import importlib.metadata
 import json
 import math
 import numbers
 import os
 import pathlib
-import subprocess
 import warnings
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
+
+# Re-exported: callers hash configs and read the code version through the store.
+from vcbench.reports.provenance import canonical_json, code_version, config_hash  # noqa: F401
 
 SCHEMA_VERSION = 1
 # Fields of a flat row (see `to_rows`) besides the cell's; metric names may not reuse them.
@@ -119,93 +118,6 @@ class Cell:
 
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
-
-
-# ---------------------------------------------------------------------------------------------
-# Config hash and code version: what makes a record reproducible.
-# ---------------------------------------------------------------------------------------------
-
-
-def _canonical(value: Any, path: str) -> Any:
-  """Converts a config value to plain JSON types, deterministically, or raises naming `path`."""
-  if hasattr(value, "to_dict") and callable(value.to_dict):  # ml_collections.ConfigDict
-    value = value.to_dict()
-  if isinstance(value, Mapping):
-    out = {}
-    for k, v in value.items():
-      if isinstance(k, bool) or not isinstance(k, (str, numbers.Integral)):
-        raise TypeError(f"config_hash: key {k!r} at {path or '<root>'} must be a str or int, "
-                        f"got {type(k).__name__}.")
-      key = str(k)
-      if key in out:
-        raise TypeError(f"config_hash: keys {k!r} and {key!r} at {path or '<root>'} collide "
-                        "once converted to JSON strings.")
-      out[key] = _canonical(v, f"{path}.{key}" if path else key)
-    return out
-  if isinstance(value, (list, tuple)):
-    return [_canonical(v, f"{path}[{i}]") for i, v in enumerate(value)]
-  if isinstance(value, (set, frozenset)):
-    items = [_canonical(v, f"{path}{{}}") for v in value]
-    return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
-  if value is None or isinstance(value, (str, bool)):
-    return value
-  if isinstance(value, np.ndarray) or isinstance(value, np.generic):
-    return _canonical(value.tolist(), path)
-  if isinstance(value, numbers.Integral):
-    return int(value)
-  if isinstance(value, numbers.Real):
-    return float(value)
-  raise TypeError(f"config_hash: value at {path or '<root>'} has type {type(value).__name__}, "
-                  "which has no canonical JSON form; expected dict/list/str/number/bool/None.")
-
-
-def canonical_json(config: Any) -> str:
-  """The canonical JSON text of a config: sorted keys, no whitespace, tuples as lists."""
-  # allow_nan: an `inf` budget is a legitimate config value; the text only feeds the hash.
-  return json.dumps(_canonical(config, ""), sort_keys=True, separators=(",", ":"),
-                    ensure_ascii=True, allow_nan=True)
-
-
-def config_hash(config: Any) -> str:
-  """A stable sha256 (hex) of a config, independent of key order.
-
-  Accepts dicts and ml_collections ConfigDicts (via `.to_dict()`, so FieldReferences are
-  resolved). 1 and 1.0 hash differently on purpose: the config's types are part of it.
-  """
-  return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()
-
-
-def _git(args: Sequence[str], cwd: pathlib.Path) -> str:
-  out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
-                       check=True)
-  return out.stdout.strip()
-
-
-@functools.lru_cache(maxsize=None)
-def code_version() -> str:
-  """The version of the code producing a record, computed once per process.
-
-  The git commit of the repository holding the vcbench package, with "-dirty" appended when
-  tracked files have uncommitted changes (untracked files, e.g. results written into the work
-  tree, are ignored). Outside git (an installed wheel) or before the first commit: the vcbench
-  package version, or "unknown".
-  """
-  here = pathlib.Path(__file__).resolve().parent
-  try:
-    sha = _git(["rev-parse", "HEAD"], here)
-    dirty = _git(["status", "--porcelain", "--untracked-files=no"], here)
-    return f"{sha}-dirty" if dirty else sha
-  except (OSError, subprocess.SubprocessError):
-    pass
-  try:
-    return importlib.metadata.version("vcbench")
-  except importlib.metadata.PackageNotFoundError:
-    pass
-  try:
-    import vcbench  # pylint: disable=g-import-not-at-top
-    return str(getattr(vcbench, "__version__", "unknown"))
-  except ImportError:
-    return "unknown"
 
 
 def _utc_now() -> str:
