@@ -4,9 +4,9 @@
 
 `encoders`: images/s of each Flax encoder and of its PyTorch reference on this
 machine in one run (same batch, float32, 224x224, medians of `repeats` timed
-calls after a warm-up), plus the Flax encoder in bfloat16, and the Flax/PyTorch
-ratio, and the GFLOP/s the Flax encoder reaches (XLA's FLOP count) next to the
-machine's GEMM rate. Prints a markdown table (the one in the README) and, with --out, writes
+calls after a warm-up, the frameworks timed round-robin), plus the Flax encoder
+in bfloat16, the Flax/PyTorch ratio, and the GFLOP/s the Flax encoder reaches
+(XLA's FLOP count) next to the machine's GEMM rate. Prints a markdown table (the one in the README) and, with --out, writes
 it with the raw timings as JSON.
 """
 from __future__ import annotations
@@ -62,14 +62,31 @@ BENCHMARKS: dict[str, tuple[str, Callable]] = {
 }
 
 
+def _timed(fn: Callable[[], object]) -> float:
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
 def median_rate(fn: Callable[[], object], batch: int, repeats: int) -> tuple[float, list]:
   fn()  # Warm-up (and compile).
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - start)
+  times = [_timed(fn) for _ in range(repeats)]
   return batch / statistics.median(times), times
+
+
+def interleaved_rates(fns: dict[str, Callable[[], object]], batch: int,
+                      repeats: int) -> dict[str, tuple[float, list]]:
+  """Median images/s of each function, timed round-robin (one call of each per
+  round, after a warm-up of each) so that load from other tenants of a shared
+  machine falls on all of them alike and the ratios stay meaningful."""
+  for fn in fns.values():
+    fn()
+  times = {name: [] for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      time.sleep(0.5)  # Let the other framework's worker threads go idle.
+      times[name].append(_timed(fn))
+  return {name: (batch / statistics.median(t), t) for name, t in times.items()}
 
 
 def matmul_gflops(repeats: int) -> float:
@@ -106,17 +123,17 @@ def bench_one(name: str, batch: int, repeats: int) -> dict:
   import torch  # pylint: disable=g-import-not-at-top
   entry, torch_build = BENCHMARKS[name]
   x = np.random.default_rng(0).standard_normal((batch, 224, 224, 3), np.float32)
-  row = {"model": name}
   xj = jnp.asarray(x)
-  for label, dtype in (("flax_fp32", jnp.float32), ("flax_bf16", jnp.bfloat16)):
-    run, flops = flax_encoder(entry, dtype)
-    row[label], row[f"{label}_times"] = median_rate(lambda: run(xj), batch, repeats)
-    if dtype == jnp.float32:
-      row["gflops_per_image"] = flops(xj) / batch / 1e9
+  fp32, flops = flax_encoder(entry, jnp.float32)
+  bf16, _ = flax_encoder(entry, jnp.bfloat16)
   model = torch_build().eval()
   xt = torch.from_numpy(x.transpose(0, 3, 1, 2).copy())
   with torch.inference_mode():
-    row["torch_fp32"], row["torch_fp32_times"] = median_rate(lambda: model(xt), batch, repeats)
+    rates = interleaved_rates({"flax_fp32": lambda: fp32(xj), "flax_bf16": lambda: bf16(xj),
+                               "torch_fp32": lambda: model(xt)}, batch, repeats)
+  row = {"model": name, "gflops_per_image": flops(xj) / batch / 1e9}
+  for label, (rate, times) in rates.items():
+    row[label], row[f"{label}_times"] = rate, times
   row["ratio"] = row["flax_fp32"] / row["torch_fp32"]
   return row
 

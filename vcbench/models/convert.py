@@ -83,18 +83,22 @@ def _to_numpy(value) -> Optional[np.ndarray]:
   return None
 
 
-def flatten_state(tree: Mapping[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
-  """Nested dicts of tensors -> {'a.b.c': array}; non-tensor leaves are skipped."""
+def _flatten(tree: Mapping[str, Any], sep: str, leaf: Callable[[Any], Any],
+             prefix: str = "") -> dict[str, Any]:
+  """Nested mappings -> {'a<sep>b<sep>c': leaf(x)}, skipping leaves mapped to None."""
   flat = {}
   for k, v in tree.items():
     key = f"{prefix}{k}"
     if isinstance(v, Mapping):
-      flat.update(flatten_state(v, key + "."))
-    else:
-      arr = _to_numpy(v)
-      if arr is not None:
-        flat[key] = arr
+      flat.update(_flatten(v, sep, leaf, key + sep))
+    elif (value := leaf(v)) is not None:
+      flat[key] = value
   return flat
+
+
+def flatten_state(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
+  """Nested dicts of tensors -> {'a.b.c': array}; non-tensor leaves are skipped."""
+  return _flatten(tree, ".", _to_numpy)
 
 
 def read_checkpoint(path: str) -> dict[str, np.ndarray]:
@@ -205,16 +209,9 @@ def _pick_prefix(keys, prefixes: Sequence[str]) -> str:
 # The audit.
 
 
-def flatten_variables(variables: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
   """{'params': {'a': {'b': x}}} -> {'params/a/b': x}."""
-  flat = {}
-  for k, v in variables.items():
-    key = f"{prefix}{k}"
-    if isinstance(v, Mapping):
-      flat.update(flatten_variables(v, key + "/"))
-    else:
-      flat[key] = v
-  return flat
+  return _flatten(variables, "/", lambda v: v)
 
 
 def unflatten_variables(flat: Mapping[str, Any]) -> dict[str, Any]:
