@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from vcbench.models import convert
 from vcbench.models import layouts
 from vcbench.models.mobilenet import MobileNetV2
-from vcbench.models.preprocess import CLIP_MEAN, CLIP_STD, Preprocess
+from vcbench.models.preprocess import CLIP_MEAN, CLIP_STD, Preprocess, check_images
 from vcbench.models.resnet import ResNet
 from vcbench.models.vit import ViT
 from vcbench.registry import Registry
@@ -85,7 +85,6 @@ class Encoder(NamedTuple):
 
   def __call__(self, images, intermediates: bool = False) -> dict:
     """Validates eagerly, then runs the jitted `apply` with this encoder's params."""
-    from vcbench.models.preprocess import check_images  # pylint: disable=g-import-not-at-top
     check_images(images)
     return _jitted_apply(self.module, self.preprocess, intermediates)(self.params, images)
 
