@@ -5,8 +5,8 @@ MobileNetV2 (its weights install offline) against the same architecture with
 random weights and a random ViT, on 6 shape classes; results go to the result
 store, so a re-run only computes what is missing.
 
-  python -m launch.main --config configs/zoo_demo.py            # ~3 min, 2 CPU cores
-  python -m launch.main --config configs/zoo_demo.py:quick      # ~1 min
+  python -m launch.main --config configs/zoo_demo.py            # ~2 min, 2 CPU cores
+  python -m launch.main --config configs/zoo_demo.py:quick      # <1 min
   python -m launch.main --config configs/zoo_demo.py \
       --config.encoders='("random_vit_ti",)' --config.num_train=200
 
