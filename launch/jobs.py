@@ -13,19 +13,24 @@ from vcbench import config as config_lib
 from vcbench.registry import Registry
 
 
+def _no_checks(config) -> None:
+  del config
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
   run: Callable[[Any], Any]
   schema: Callable[[], Any]
-  validate: Callable[[Any], None] = lambda config: None
+  validate: Callable[[Any], None] = _no_checks
 
 
 JOBS = Registry("job")
 
 
-def register(name: str, schema: Callable[[], Any], validate=None):
+def register(name: str, schema: Callable[[], Any],
+             validate: Callable[[Any], None] = _no_checks):
   def decorator(run):
-    JOBS.register(name)(Job(run, schema, validate or (lambda config: None)))
+    JOBS.register(name)(Job(run, schema, validate))
     return run
   return decorator
 

@@ -4,9 +4,9 @@ Configs are code (`configs/*.py`, `get_config(arg)`), overridden from the
 command line (`--config.key=value`). ml_collections already refuses overrides
 of keys a config lacks and values of the wrong type; what it cannot know is
 which keys a *job* reads. A job therefore declares its schema (a ConfigDict of
-defaults) and `check_config` refuses keys the job would silently ignore (a
-typo in a config file is otherwise a run with the default) and values outside
-their allowed set, naming the key.
+defaults): `check_keys` refuses keys the job would silently ignore (a typo in
+a config file is otherwise a run with the default), and `require` /
+`require_choice` refuse values outside their allowed set, naming the key.
 """
 from __future__ import annotations
 
@@ -42,11 +42,17 @@ def check_keys(config: Any, schema: Any, path: str = "config") -> None:
       check_keys(value, ref[key], where)
 
 
-def require(config: Any, key: str, ok: Callable[[Any], bool], expected: str) -> None:
-  """Raises ConfigError naming `key` when `ok(value)` is false."""
+def _lookup(config: Any, key: str) -> Any:
+  """config['a']['b'] (or config.a.b) for key 'a.b'."""
   value = config
   for part in key.split("."):
     value = value[part] if isinstance(value, Mapping) else getattr(value, part)
+  return value
+
+
+def require(config: Any, key: str, ok: Callable[[Any], bool], expected: str) -> None:
+  """Raises ConfigError naming `key` when `ok(value)` is false."""
+  value = _lookup(config, key)
   if not ok(value):
     raise ConfigError(f"bad value for config.{key}: expected {expected}, got {value!r}")
 
@@ -54,9 +60,7 @@ def require(config: Any, key: str, ok: Callable[[Any], bool], expected: str) -> 
 def require_choice(config: Any, key: str, choices: Iterable[str]) -> None:
   """Every string in config.key (a string or a sequence of them) is one of `choices`."""
   choices = list(choices)
-  raw = config
-  for part in key.split("."):
-    raw = raw[part] if isinstance(raw, Mapping) else getattr(raw, part)
+  raw = _lookup(config, key)
   for v in [raw] if isinstance(raw, str) else list(raw):
     if v not in choices:
       close = difflib.get_close_matches(str(v), choices, n=3)
