@@ -1,13 +1,18 @@
 """Speed benchmarks.
 
   python -m launch.bench encoders [--models=vit_b16,rn50] [--batch=32] [--repeats=5]
+  python -m launch.bench convs [--batch=32] [--repeats=5]
 
 `encoders`: images/s of each Flax encoder and of its PyTorch reference on this
 machine in one run (same batch, float32, 224x224, medians of `repeats` timed
 calls after a warm-up, the frameworks timed round-robin), plus the Flax encoder
 in bfloat16, the Flax/PyTorch ratio, and the GFLOP/s the Flax encoder reaches
-(XLA's FLOP count) next to the machine's GEMM rate. Prints a markdown table (the one in the README) and, with --out, writes
-it with the raw timings as JSON.
+(XLA's FLOP count) next to the machine's GEMM rate. Prints a markdown table
+(the one in the README) and, with --out, writes it with the raw timings as JSON.
+
+`convs`: milliseconds per call of `layers.conv2d` against XLA's native
+convolution on MobileNetV2's depthwise layer shapes, the figures behind the
+rewrite in vcbench/models/layers.py.
 """
 from __future__ import annotations
 
@@ -172,7 +177,39 @@ def encoders() -> str:
   return text
 
 
-COMMANDS = {"encoders": encoders}
+# (name, input height, in channels, out channels, kernel, stride, groups).
+CONV_SHAPES = (
+    ("mnv2 dw 3x3/2 112² 96", 112, 96, 96, 3, 2, 96),
+    ("mnv2 dw 3x3 56² 144", 56, 144, 144, 3, 1, 144),
+    ("mnv2 dw 3x3 14² 576", 14, 576, 576, 3, 1, 576),
+)
+
+
+def convs() -> str:
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from vcbench.models import layers  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  lines = [f"| layer (batch {_BATCH.value}, median of {_REPEATS.value}) | native ms | "
+           "vcbench conv2d ms | speed-up |", "| --- | ---: | ---: | ---: |"]
+  for name, h, cin, cout, k, stride, groups in CONV_SHAPES:
+    x = jnp.asarray(rng.standard_normal((_BATCH.value, h, h, cin), np.float32))
+    w = jnp.asarray(rng.standard_normal((k, k, cin // groups, cout), np.float32))
+    pad = k // 2
+    native = jax.jit(lambda x, w, s=stride, p=pad, g=groups: layers._conv(x, w, s, p, g))  # pylint: disable=protected-access
+    ours = jax.jit(lambda x, w, s=stride, p=pad, g=groups: layers.conv2d(x, w, s, p, g))
+    rates = interleaved_rates({"native": lambda: native(x, w).block_until_ready(),
+                               "ours": lambda: ours(x, w).block_until_ready()},
+                              1, _REPEATS.value)
+    ms = {label: 1e3 / rate for label, (rate, _) in rates.items()}
+    lines.append(f"| {name} | {ms['native']:.1f} | {ms['ours']:.1f} | "
+                 f"{ms['native'] / ms['ours']:.1f}x |")
+  text = "\n".join(lines)
+  print(text)
+  return text
+
+
+COMMANDS = {"encoders": encoders, "convs": convs}
 
 
 def main(argv):

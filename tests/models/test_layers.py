@@ -1,5 +1,4 @@
-"""conv2d's rewrites (1x1 as GEMM, 3x3/s2 as phase convolutions, depthwise as shifted
-sums) equal the native convolution."""
+"""conv2d (depthwise as shifted sums, the rest native) equals the native convolution."""
 import jax
 import numpy as np
 import pytest

@@ -14,14 +14,10 @@ def _conv(x, k, stride: int, padding: int, groups: int):
       dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
 
 
-def _pad_top_left(x, top: int, left: int):
-  return jnp.pad(x, ((0, 0), (top, 0), (left, 0), (0, 0)))
-
-
 def _depthwise(x, k, stride: int, padding: int):
   """Depthwise convolution as a sum of kh*kw shifted, strided slices times a
   per-channel tap: one fused elementwise loop instead of XLA:CPU's grouped
-  convolution, which is 10-25x slower on MobileNetV2's shapes."""
+  convolution."""
   kh, kw = k.shape[:2]
   xp = jnp.pad(x, ((0, 0), (padding, padding), (padding, padding), (0, 0)))
   oh = (xp.shape[1] - kh) // stride + 1
@@ -36,36 +32,16 @@ def _depthwise(x, k, stride: int, padding: int):
 
 
 def conv2d(x, k, stride: int = 1, padding: int = 0, groups: int = 1):
-  """NHWC convolution, rewritten where XLA:CPU's native convolution is slow.
+  """NHWC convolution; depthwise ones on the CPU as a fused sum of shifted slices.
 
-  Measured at batch 32 on 2 cores (launch/bench.py): a 1x1 convolution is a
-  GEMM, and as `jnp.dot` it runs 1.5-2.5x faster than as a convolution (most of
-  a ResNet's FLOPs); a 3x3 stride-2 convolution splits exactly into four
-  stride-1 convolutions over the even/odd pixel phases, which skips the
-  computed-then-discarded outputs; a depthwise convolution is a fused sum of
-  shifted slices. Everything else stays native, and so do the last two on
-  accelerators, where cuDNN/XLA kernels for them are the tuned path (not
-  measured here: this machine has no GPU).
+  XLA:CPU's grouped convolution is 15-30x slower than that on MobileNetV2's
+  depthwise layers (`python -m launch.bench convs`). Dense convolutions and
+  everything on accelerators stay native (not measured here: no GPU).
   """
-  kh, kw, cin, cout = k.shape
-  cpu = jax.default_backend() == "cpu"
-  if cpu and groups > 1 and cin == 1 and cout == groups == x.shape[-1]:
+  cin, cout = k.shape[2:]
+  if (jax.default_backend() == "cpu" and groups > 1 and cin == 1
+      and cout == groups == x.shape[-1]):
     return _depthwise(x, k, stride, padding)
-  if kh == kw == 1 and groups == 1 and padding == 0:
-    if stride > 1:
-      x = x[:, ::stride, ::stride]
-    b, h, w, _ = x.shape
-    return jnp.dot(x.reshape(b * h * w, cin), k.reshape(cin, cout)).reshape(b, h, w, cout)
-  if (cpu and kh == kw == 3 and stride == 2 and padding == 1 and groups == 1
-      and x.shape[1] % 2 == 0 and x.shape[2] % 2 == 0):
-    # Output (i, j) reads input rows 2i-1, 2i, 2i+1: the odd phase shifted down
-    # by one for tap 0, the even phase for tap 1, the odd phase for tap 2.
-    even_even, even_odd = x[:, 0::2, 0::2], x[:, 0::2, 1::2]
-    odd_even, odd_odd = x[:, 1::2, 0::2], x[:, 1::2, 1::2]
-    y = _conv(even_even, k[1:2, 1:2], 1, 0, 1)
-    y = y + _conv(_pad_top_left(even_odd, 0, 1), k[1:2, 0::2], 1, 0, 1)
-    y = y + _conv(_pad_top_left(odd_even, 1, 0), k[0::2, 1:2], 1, 0, 1)
-    return y + _conv(_pad_top_left(odd_odd, 1, 1), k[0::2, 0::2], 1, 0, 1)
   return _conv(x, k, stride, padding, groups)
 
 
