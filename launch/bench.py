@@ -27,6 +27,8 @@ from absl import logging
 from absl import flags
 import numpy as np
 
+import vcbench  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
+
 _MODELS = flags.DEFINE_list(
     "models", "vit_s16,vit_b16,clip_vitb32,rn50,clip_rn50,mobilenetv2",
     "which encoders (also: vit_l16, clip_vitb16)")

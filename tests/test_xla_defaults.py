@@ -34,3 +34,14 @@ def test_encoder_computation_runs_with_the_flag():
           "print(float(jax.jit(lambda a: (a @ a).sum())(jnp.ones((8, 8)))))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
   assert out.stdout.strip() == "512.0"
+
+
+def test_warns_when_imported_after_jax_started():
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  if not importlib.metadata.version("jaxlib").startswith("0.10."):
+    pytest.skip("the flag is only set for the jaxlib line that knows it")
+  base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "VCBENCH_KEEP_XLA_FLAGS")}
+  code = "import jax.numpy as jnp; jnp.ones(2).block_until_ready(); import vcbench"
+  out = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True,
+                       check=True)
+  assert "imported after JAX started its backend" in out.stderr
