@@ -12,10 +12,11 @@ _YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
 def _default_xla_cpu_flags() -> None:
   """Routes XLA:CPU matmuls and convolutions to Eigen instead of YNNPACK.
 
-  On these CPUs jaxlib 0.10's default YNNPACK path runs the encoders' large
-  GEMMs ~25% slower (ViT-B/16 3.7 -> 4.6 img/s, ResNet-50 13.3 -> 15.1 img/s at
-  batch 32, `python -m launch.bench encoders`). An empty fusion-type list turns
-  it off. Only set when the user has not chosen (set VCBENCH_KEEP_XLA_FLAGS=1
+  On these CPUs jaxlib 0.10's default YNNPACK path runs the encoders' GEMMs
+  slower: `python -m launch.bench encoders` gave ViT-B/16 5.10 img/s and
+  ResNet-50 17.7 img/s with it off, 3.55 and 9.25 with it on
+  (VCBENCH_KEEP_XLA_FLAGS=1), in two runs on 2026-12-02. An empty fusion-type
+  list turns it off. Only set when the user has not chosen (set VCBENCH_KEEP_XLA_FLAGS=1
   to leave XLA_FLAGS alone), only for the jaxlib line that knows the flag (an
   unknown flag aborts XLA), and it only takes effect if imported before JAX's
   first computation. It does not affect GPU/TPU backends.
@@ -33,7 +34,7 @@ def _default_xla_cpu_flags() -> None:
   bridge = _sys.modules.get("jax._src.xla_bridge")
   if bridge is not None and getattr(bridge, "_backends", None):
     _warnings.warn("vcbench was imported after JAX started its backend, so its XLA:CPU "
-                   "default (Eigen GEMMs, ~25% faster here) does not apply; import vcbench "
+                   "default (Eigen GEMMs, faster here: see launch.bench) does not apply; import vcbench "
                    "before the first JAX computation", stacklevel=3)
 
 
