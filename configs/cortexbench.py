@@ -1,0 +1,76 @@
+"""CortexBench, few-shot BC track (MuJoCo suites; MetaWorld runs here): frozen PVRs -> cached
+demo embeddings -> BC (MLP 256x3, flare history of 3 + proprio) -> rollouts -> result store ->
+Table-2-style report.
+
+  python -m launch.main --config configs/cortexbench.py:quick   # the README's main job:
+        # MetaWorld x5, in1k_mobilenetv2 / random_vit_s / state_oracle; ~8 min on 2 CPU cores
+  python -m launch.main --config configs/cortexbench.py         # the paper protocol (below);
+        # hours on a CPU, minutes per cell on an accelerator
+  python -m launch.main --config configs/cortexbench.py \\
+      --config.pvrs='("vc1_vitb",)' --config.checkpoints='{"vc1_vitb": "/path/vc1_vitb.pth"}'
+
+Variants (`:arg`):
+  full (default) the CortexBench protocol: 25 demos/task, render 256 -> encoder crop 224,
+                 100 epochs, validation every 5 epochs on 10 episodes, best epoch scored on 25
+                 test episodes, horizon 500, 3 seeds.
+  quick          reduced to fit 15 minutes on 2 CPU cores, and says so in its output: 10 demos,
+                 render 128 -> encoder input 112, 100 epochs with validation at 50 and 100 on 5
+                 episodes, 10 test episodes, horizon 200, 1 seed.
+  tiny           seconds-scale smoke run for tests (one task, state oracle).
+"""
+import ml_collections
+
+
+def get_config(arg=None):
+  arg = arg or "full"
+  c = ml_collections.ConfigDict()
+  c.job = "cortexbench"
+  c.protocol = arg
+  c.workdir = "runs/cortexbench"
+  c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
+  c.suite = "metaworld"
+  c.tasks = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")
+  c.pvrs = ("in1k_mobilenetv2", "random_vit_s", "state_oracle")
+  c.checkpoints = ml_collections.ConfigDict()   # pvr name -> checkpoint path (pretrained PVRs).
+  c.seeds = (0, 1, 2)
+  c.num_demos = 25
+  c.render_size = 256
+  c.camera = "top_cap2"
+  c.img_size = 0             # Encoder input; 0 = the zoo entry's own (224 for most).
+  c.embed_batch = 64
+  c.epochs = 100
+  c.eval_every = 5
+  c.val_episodes = 10
+  c.test_episodes = 25
+  c.horizon = 500
+  c.history = 3
+  c.use_proprio = True
+  c.batch_size = 256
+  c.lr = 1e-3
+  c.hidden = (256, 256, 256)
+  c.eval_envs = 25
+  c.num_workers = 0
+  if arg == "quick":
+    c.workdir = "runs/cortexbench_quick"
+    c.seeds = (0,)
+    c.num_demos = 10
+    c.render_size, c.img_size = 128, 112
+    c.eval_every = 50
+    c.val_episodes, c.test_episodes = 5, 10
+    c.horizon = 200
+    c.eval_envs = 5
+  elif arg == "tiny":
+    c.workdir = "runs/cortexbench_tiny"
+    c.tasks = ("button-press-topdown",)
+    c.pvrs = ("state_oracle",)
+    c.seeds = (0,)
+    c.num_demos = 3
+    c.render_size, c.img_size = 64, 32
+    c.epochs, c.eval_every = 4, 2
+    c.val_episodes, c.test_episodes = 2, 2
+    c.horizon = 30
+    c.eval_envs = 2
+  elif arg != "full":
+    raise ValueError(f"unknown variant {arg!r} of configs/cortexbench.py; choose full, quick "
+                     "or tiny")
+  return c

@@ -1,0 +1,112 @@
+"""The CortexBench BC job (configs/cortexbench.py): demos -> embeddings -> BC -> store -> report.
+
+Cells already in the result store under the same config hash are skipped, so an interrupted
+run resumes where it stopped; demos and embeddings are cached on disk by config hash.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from configs import cortexbench as cortexbench_config
+from launch import jobs
+from vcbench import config as config_lib
+from vcbench.benchmarks import bc_protocol
+from vcbench.benchmarks import cortexbench
+from vcbench.data import demos as demos_lib
+from vcbench.data import embeddings
+from vcbench.envs.mujoco import metaworld as mw
+from vcbench.models import embedder as embedder_lib
+from vcbench.reports import store as store_lib
+from vcbench.reports import report as report_lib
+from vcbench.reports import tables
+
+_POSITIVE = ("num_demos", "render_size", "embed_batch", "epochs", "val_episodes",
+             "test_episodes", "horizon", "history", "batch_size", "eval_envs")
+
+
+def validate(config) -> None:
+  config_lib.require_choice(config, "suite", [n for n, s in cortexbench.SUITES.items()
+                                              if s.available])
+  config_lib.require_choice(config, "tasks", mw.task_names())
+  config_lib.require_choice(config, "pvrs", embedder_lib.names())
+  config_lib.require_choice(config, "checkpoints", list(config.pvrs))
+  for key in _POSITIVE:
+    config_lib.require(config, key, lambda v: isinstance(v, int) and v > 0, "a positive int")
+  for key in ("img_size", "eval_every", "num_workers"):
+    config_lib.require(config, key, lambda v: isinstance(v, int) and v >= 0, "an int >= 0")
+  config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
+  config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
+
+
+def _protocol(config) -> bc_protocol.Protocol:
+  return bc_protocol.Protocol(
+      epochs=config.epochs, eval_every=config.eval_every, val_episodes=config.val_episodes,
+      test_episodes=config.test_episodes, horizon=config.horizon, history=config.history,
+      use_proprio=config.use_proprio, batch_size=config.batch_size, lr=config.lr,
+      hidden=tuple(config.hidden), eval_envs=config.eval_envs, num_workers=config.num_workers)
+
+
+def _announce(config) -> None:
+  if config.protocol != "full":
+    print(f"NOTE: the {config.protocol!r} variant reduces the CortexBench protocol to fit this "
+          f"machine: {config.num_demos} demos/task, {config.epochs} epochs (validation every "
+          f"{config.eval_every} on {config.val_episodes} episodes), {config.test_episodes} test "
+          f"episodes, horizon {config.horizon}, {len(config.seeds)} seed(s), render "
+          f"{config.render_size}px -> encoder {config.img_size or 'default'}px. Its numbers "
+          f"are not comparable with the paper's; run configs/cortexbench.py for the protocol.")
+
+
+@jobs.register("cortexbench", schema=cortexbench_config.get_config, validate=validate)
+def run(config) -> str:
+  t0 = time.time()
+  _announce(config)
+  store = store_lib.ResultStore(os.path.join(config.workdir, "results.jsonl"))
+  data_dir = config.data_dir or os.path.join(config.workdir, "data")
+  chash = store_lib.config_hash(config)
+  protocol = _protocol(config)
+  render = mw.RenderConfig(size=config.render_size, camera=config.camera)
+  suite = config.suite
+  cells = {(task, pvr, seed): store_lib.Cell(
+      benchmark=cortexbench.BENCHMARK, task=cortexbench.task_key(suite, task), pvr=pvr,
+      seed=int(seed)) for task in config.tasks for pvr in config.pvrs for seed in config.seeds}
+  pending = set(store.pending(list(cells.values()), chash))
+  print(f"cortexbench: {len(cells)} cells ({len(cells) - len(pending)} already in {store.path})")
+  for pvr in config.pvrs:
+    todo = [k for k in cells if k[1] == pvr and cells[k] in pending]
+    if not todo:
+      continue
+    emb_fn = embedder_lib.make(pvr, state_dim=mw.STATE_DIM, img_size=config.img_size or None,
+                               checkpoint=config.checkpoints.get(pvr))
+    for task in dict.fromkeys(k[0] for k in todo):
+      _run_task(config, store, chash, protocol, render, data_dir, task, emb_fn,
+                [k[2] for k in todo if k[0] == task], cells)
+  rows = store.to_rows(benchmark=cortexbench.BENCHMARK, config_hash=chash, latest_only=True)
+  paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
+  text = (tables.cortexbench_markdown(cortexbench.leaderboard(rows)) + "\n\n"
+          + tables.cortexbench_task_markdown(rows))
+  print(text)
+  print(f"report: {', '.join(str(p) for p in paths.values())}  ({time.time() - t0:.0f} s)")
+  _announce(config)
+  return text
+
+
+def _run_task(config, store, chash, protocol, render, data_dir, task, emb_fn, seeds, cells):
+  demos = demos_lib.load_or_generate(data_dir, demos_lib.DemoConfig(
+      task=task, num_demos=config.num_demos, render=render))
+  emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
+  sim_render = None if emb_fn.obs_key == "state" else render
+  evaluator = bc_protocol.Evaluator(mw.make_sim(task, sim_render, config.horizon), protocol)
+  try:
+    for seed in seeds:
+      print(f"{task} / {emb_fn.name} / seed {seed}: {demos.num_episodes} demos "
+            f"({len(demos.actions)} steps, expert success "
+            f"{100 * demos.meta['expert_success_rate']:.0f}%)")
+      metrics = bc_protocol.run_cell(protocol, evaluator, emb_fn, demos, emb, int(seed))
+      store.append(cells[(task, emb_fn.name, seed)], chash, metrics,
+                   extra={"protocol": config.protocol, "render": render.to_dict(),
+                          "embedder": emb_fn.fingerprint})
+      print(f"  -> test success {metrics['score']:.1f}% (best val epoch "
+            f"{metrics['best_epoch']}, {metrics['seconds']:.0f} s)")
+  finally:
+    evaluator.close()

@@ -1,0 +1,76 @@
+"""CortexBench tables: the right numbers, incomplete flags and footnotes, escaping."""
+import html
+
+from vcbench.benchmarks import cortexbench
+from vcbench.reports import tables
+
+H = "ab12"
+
+
+def _row(pvr, task, seed, score):
+  return dict(benchmark="cortexbench", task=task, pvr=pvr, adaptation="frozen", seed=seed,
+              corruption="none", severity=0, config_hash=H, time="2026-01-01T00:00:00+00:00",
+              score=score)
+
+
+def _rows(extra_pvr="D"):
+  # A: metaworld 75 ± 5, dmc 30 (one seed); B: 75 ± 5, 40; C: 47.5 ± 2.5, 20.
+  # D: only assembly in metaworld (incomplete 1/2), dmc 100 -> mean rank 1, mean success 100.
+  scores = {
+      "A": {"metaworld/assembly": {0: 80, 1: 90}, "metaworld/hammer": {0: 60, 1: 70},
+            "dmc/walker-walk": {0: 30}},
+      "B": {"metaworld/assembly": {0: 70, 1: 80}, "metaworld/hammer": {0: 70, 1: 80},
+            "dmc/walker-walk": {0: 40}},
+      "C": {"metaworld/assembly": {0: 50, 1: 50}, "metaworld/hammer": {0: 50, 1: 40},
+            "dmc/walker-walk": {0: 20}},
+      extra_pvr: {"metaworld/assembly": {0: 41.3, 1: 41.3}, "dmc/walker-walk": {0: 100}},
+  }
+  return [_row(p, t, s, v) for p, ts in scores.items() for t, seeds in ts.items()
+          for s, v in seeds.items()]
+
+
+def test_markdown_has_numbers_flags_and_footnotes():
+  text = tables.cortexbench_markdown(cortexbench.leaderboard(_rows()))
+  lines = text.splitlines()
+  assert lines[0] == ("| Model | Meta-World | DMControl | Ranked in | Mean Rank | Mean Success |")
+  body = [l for l in lines if l.startswith("| ") and "Model" not in l]
+  assert [l.split(" | ")[0] for l in body] == ["| D", "| B", "| A", "| C"]  # By mean rank.
+  assert body[0] == "| D | 41.3* (1/2) | 100.0 ± – | 1/2 | 1.00 | 100.0 |"
+  assert body[1] == "| B | 75.0 ± 5.0 | 40.0 ± – | 2/2 | 1.75 | 57.5 |"
+  assert "| C | 47.5 ± 2.5 |" in body[3]
+  assert tables.INCOMPLETE_NOTE in text and tables.SE_NOTE in text
+
+
+def test_markdown_without_incomplete_cells_has_no_footnote():
+  rows = [r for r in _rows() if r["pvr"] != "D"]
+  text = tables.cortexbench_markdown(cortexbench.leaderboard(rows))
+  assert "*" not in text and tables.INCOMPLETE_NOTE not in text
+
+
+def test_markdown_escapes_pipes_in_names():
+  text = tables.cortexbench_markdown(cortexbench.leaderboard(_rows("x|y")))
+  assert "| x\\|y |" in text
+
+
+def test_empty_board():
+  assert "No CortexBench results" in tables.cortexbench_markdown(cortexbench.leaderboard([]))
+  assert "No CortexBench results" in tables.cortexbench_html(cortexbench.leaderboard([]))
+
+
+def test_html_is_a_document_with_escaped_names():
+  name = "<b>vit&mae</b>"
+  doc = tables.cortexbench_html(cortexbench.leaderboard(_rows(name)), title="Run <1>")
+  assert doc.startswith("<!DOCTYPE html>") and doc.rstrip().endswith("</html>")
+  assert "<title>Run &lt;1&gt;</title>" in doc
+  assert name not in doc and html.escape(name) in doc
+  assert "<td>41.3* (1/2)</td>" in doc and "<td>75.0 ± 5.0</td>" in doc
+  assert "<th>Meta-World</th>" in doc and html.escape(tables.INCOMPLETE_NOTE) in doc
+
+
+def test_task_table():
+  text = tables.cortexbench_task_markdown(_rows())
+  lines = text.splitlines()
+  assert lines[0] == "| Model | metaworld/assembly | metaworld/hammer | dmc/walker-walk |"
+  assert "| B | 75.0 ± 5.0 | 75.0 ± 5.0 | 40.0 ± – |" in lines
+  assert "| D | 41.3 ± 0.0 | – | 100.0 ± – |" in lines
+  assert tables.SE_NOTE in text

@@ -1,0 +1,82 @@
+"""The CortexBench job end to end on a tiny setting: demos -> embeddings -> BC -> rollouts ->
+result store -> report; resume; config refusals. And the learning sanity check (slow)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("metaworld")
+
+from launch import jobs  # noqa: E402
+from configs import cortexbench as cortexbench_config  # noqa: E402
+from vcbench import config as config_lib  # noqa: E402
+from vcbench.reports import report as report_lib  # noqa: E402
+from vcbench.reports import store as store_lib  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _launch(*args, tmp_path, timeout=900):
+  env = {**os.environ, "VCBENCH_NO_PROGRESS": "1", "VCBENCH_CACHE": str(tmp_path / "cache"),
+         "MUJOCO_GL": "egl"}
+  return subprocess.run([sys.executable, "-m", "launch.main", *args], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+def test_tiny_end_to_end_writes_records_the_report_reads(tmp_path):
+  args = ["--config", "configs/cortexbench.py:tiny", f"--config.workdir={tmp_path / 'run'}",
+          "--config.pvrs=('state_oracle', 'random_vit_ti')"]
+  first = _launch(*args, tmp_path=tmp_path)
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "NOTE: the 'tiny' variant reduces the CortexBench protocol" in first.stdout
+  assert "| state_oracle |" in first.stdout and "| random_vit_ti |" in first.stdout
+  store = store_lib.ResultStore(tmp_path / "run" / "results.jsonl")
+  rows = store.to_rows()
+  assert sorted(r["pvr"] for r in rows) == ["random_vit_ti", "state_oracle"]
+  for r in rows:
+    assert r["task"] == "metaworld/button-press-topdown" and r["benchmark"] == "cortexbench"
+    assert 0 <= r["score"] <= 100 and r["episodes"] == 2 and r["extra/protocol"] == "tiny"
+    assert [e for e, _ in r["val_curve"]] == [2, 4]
+  paths = report_lib.write_report(rows, tmp_path / "report")
+  assert "random_vit_ti" in paths["markdown"].read_text()
+  assert (tmp_path / "run" / "report" / "rank_distribution.png").stat().st_size > 1000
+  second = _launch(*args, tmp_path=tmp_path)
+  assert second.returncode == 0, second.stderr[-3000:]
+  assert "(2 already in" in second.stdout
+  assert len(store.records()) == 2
+
+
+def _config(**kw):
+  c = cortexbench_config.get_config("tiny")
+  for k, v in kw.items():
+    setattr(c, k, v)
+  return c
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("tasks", ("drawer-opn",), "drawer-opn.*drawer-open"),
+    ("pvrs", ("vc2",), "vc2.*state_oracle"),
+    ("suite", "dmc", "dmc.*metaworld"),
+    ("epochs", 0, "epochs"),
+])
+def test_bad_values_are_refused_with_the_valid_ones(key, value, match):
+  with pytest.raises(config_lib.ConfigError, match=match):
+    jobs.resolve(_config(**{key: value}))
+
+
+@pytest.mark.slow
+def test_state_oracle_learns_button_press_and_drawer_open(tmp_path):
+  """Learning sanity (issue 3): the state oracle reaches >= 80% test success on
+  button-press-topdown and drawer-open under the full BC protocol (25 demos, 100 epochs,
+  validation every 5 epochs, 25 test episodes), one seed. ~3 min on 2 CPU cores."""
+  out = _launch("--config", "configs/cortexbench.py", f"--config.workdir={tmp_path / 'run'}",
+                "--config.tasks=('button-press-topdown', 'drawer-open')",
+                "--config.pvrs=('state_oracle',)", "--config.seeds=(0,)", "--config.eval_envs=25",
+                "--config.val_episodes=10", tmp_path=tmp_path, timeout=1800)
+  assert out.returncode == 0, out.stderr[-3000:]
+  rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+  scores = {r["task"]: r["score"] for r in rows}
+  print(json.dumps(scores))
+  assert len(scores) == 2 and min(scores.values()) >= 80, scores

@@ -1,0 +1,1 @@
+"""Learning algorithms: each a `make_train(...)` returning jittable functions."""

@@ -1,0 +1,1 @@
+"""Demonstrations, embedding caches and other data vcbench generates and keeps on disk."""

@@ -1,0 +1,53 @@
+"""The functional Env contract (DESIGN.md), brax/gymnax style.
+
+`state = env.reset(...)`, `state = env.step(state, action)`; the state is a pytree, so a
+rollout is a `lax.scan` over `step`. Batched envs carry a leading batch axis on every leaf.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class EnvState:
+  """One (batched) environment state.
+
+  obs: dict of arrays: `rgb` uint8 [..., H, W, 3], `proprio`, `state`, `goal`, ...
+  reward: float32 [...], the reward of the last transition (0 after reset).
+  done: bool [...], the episode is over (success when the task stops on it, a terminal
+    state, or the horizon); a done env is not stepped again and keeps its last obs.
+  metrics: dict of arrays, e.g. `success` (ever succeeded this episode), `steps`.
+  handle: int32 [...], the host-side slot of each env (`host.py`); zeros for JAX-native envs.
+  """
+  obs: dict[str, jax.Array]
+  reward: jax.Array
+  done: jax.Array
+  metrics: dict[str, jax.Array]
+  handle: jax.Array
+
+
+class Env(Protocol):
+  """What a rollout needs from an environment."""
+
+  @property
+  def num_envs(self) -> int: ...
+
+  @property
+  def action_dim(self) -> int: ...
+
+  def observation_spec(self) -> dict[str, jax.ShapeDtypeStruct]:
+    """Per-env observation shapes and dtypes (no batch axis)."""
+
+  def reset(self, seeds: jax.Array) -> EnvState:
+    """Starts one episode per env from integer episode seeds [num_envs]."""
+
+  def step(self, state: EnvState, action: jax.Array) -> EnvState: ...
+
+
+def zeros_like_spec(spec: dict[str, jax.ShapeDtypeStruct], batch: int) -> dict[str, Any]:
+  """A batched all-zero observation with `spec`'s shapes and dtypes."""
+  return {k: jnp.zeros((batch, *s.shape), s.dtype) for k, s in spec.items()}

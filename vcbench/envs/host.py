@@ -1,0 +1,266 @@
+"""The host-callback bridge: CPU simulators behind the functional Env contract.
+
+A CPU simulator (MuJoCo through metaworld/dm_control, pybullet, ...) is stateful Python. JAX
+may drop or repeat a `pure_callback`, which would silently skip or replay physics, so every
+call here is an *ordered* `io_callback`: executed exactly once per traced call, in program
+order, also inside `lax.scan` and `lax.cond`. The env state also carries each env's host slot
+(`handle`) and the host checks it, so a state from another bridge cannot be stepped by mistake.
+
+Layers:
+- `HostSim`: one simulator instance (reset from an integer seed, step, close).
+- `SimBatch`: `num_envs` instances stepped together, in this process or split over worker
+  processes (spawned, so they never inherit JAX or EGL state); owns the episode bookkeeping
+  (success latch, horizon, done envs not stepped).
+- `HostEnv`: the jittable face: `reset(seeds)` / `step(state, action)` on `EnvState`s.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import traceback
+from typing import Any, Callable, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+from vcbench.envs.core import EnvState
+
+Spec = dict[str, tuple[tuple[int, ...], np.dtype]]
+
+
+class HostSim(Protocol):
+  """One CPU simulator instance."""
+  action_dim: int
+
+  def observation_spec(self) -> Spec:
+    """Per-env observation shapes and dtypes."""
+
+  def reset(self, seed: int) -> dict[str, np.ndarray]:
+    """Starts an episode; the same seed gives the same episode."""
+
+  def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, dict]:
+    """Returns (obs, reward, terminal, info); info['success'] is the task's success flag."""
+
+  def close(self) -> None: ...
+
+
+class _Group:
+  """A list of simulators with the episode bookkeeping, stepped in the calling process."""
+
+  def __init__(self, make_sim: Callable[[], HostSim], n: int, horizon: int,
+               stop_on_success: bool):
+    self.sims = [make_sim() for _ in range(n)]
+    self.horizon, self.stop_on_success = horizon, stop_on_success
+    self.spec = self.sims[0].observation_spec()
+    self.action_dim = int(self.sims[0].action_dim)
+    self._last_obs = [None] * n
+    self.steps = np.zeros(n, np.int32)
+    self.success = np.zeros(n, bool)
+    self.done = np.ones(n, bool)
+
+  def reset(self, seeds: np.ndarray):
+    for i, seed in enumerate(seeds):
+      self._last_obs[i] = self.sims[i].reset(int(seed))
+    self.steps[:] = 0
+    self.success[:] = False
+    self.done[:] = self.horizon <= 0
+    return self._stack(), np.zeros(len(self.sims), np.float32), self.done.copy(), \
+        self.success.copy(), self.steps.copy()
+
+  def step(self, actions: np.ndarray):
+    reward = np.zeros(len(self.sims), np.float32)
+    for i, sim in enumerate(self.sims):
+      if self.done[i]:
+        continue  # Finished episodes keep their last observation and are not simulated.
+      obs, r, terminal, info = sim.step(np.asarray(actions[i], np.float64))
+      self._last_obs[i] = obs
+      reward[i] = r
+      self.steps[i] += 1
+      self.success[i] |= bool(info.get("success", False))
+      self.done[i] = (terminal or self.steps[i] >= self.horizon
+                      or (self.stop_on_success and self.success[i]))
+    return self._stack(), reward, self.done.copy(), self.success.copy(), self.steps.copy()
+
+  def _stack(self) -> dict[str, np.ndarray]:
+    return {k: np.stack([np.asarray(o[k], dt) for o in self._last_obs])
+            for k, (_, dt) in self.spec.items()}
+
+  def close(self):
+    for sim in self.sims:
+      sim.close()
+
+
+def _worker(conn, make_sim, n, horizon, stop_on_success):
+  try:
+    group = _Group(make_sim, n, horizon, stop_on_success)
+    conn.send(("ok", (group.spec, group.action_dim)))
+  except Exception:  # Reported to the parent, which raises it with the worker's traceback.
+    conn.send(("error", traceback.format_exc()))
+    return
+  while True:
+    cmd, arg = conn.recv()
+    try:
+      if cmd == "close":
+        group.close()
+        conn.send(("ok", None))
+        return
+      conn.send(("ok", getattr(group, cmd)(arg)))
+    except Exception:
+      conn.send(("error", traceback.format_exc()))
+
+
+class SimBatch:
+  """`num_envs` simulators stepped per call; `num_workers > 0` splits them over processes.
+
+  Episode rules: an env is done when its simulator reports a terminal state, after `horizon`
+  steps, or (with `stop_on_success`) once it has succeeded; done envs are not stepped until
+  the next `reset`. `make_sim` must be picklable when workers are used (a module-level class
+  or a `functools.partial` of one).
+  """
+
+  def __init__(self, make_sim: Callable[[], HostSim], num_envs: int, *, horizon: int,
+               stop_on_success: bool = True, num_workers: int = 0):
+    if num_envs < 1:
+      raise ValueError(f"SimBatch: num_envs must be >= 1, got {num_envs}.")
+    self.num_envs, self.horizon = num_envs, horizon
+    workers = min(num_workers, num_envs)
+    self._local, self._conns, self._procs = None, [], []
+    if workers <= 0:
+      self._local = _Group(make_sim, num_envs, horizon, stop_on_success)
+      self.spec, self.action_dim = self._local.spec, self._local.action_dim
+      self._chunks = [num_envs]
+      return
+    self._chunks = [len(c) for c in np.array_split(np.arange(num_envs), workers)]
+    ctx = multiprocessing.get_context("spawn")
+    for n in self._chunks:
+      parent, child = ctx.Pipe()
+      proc = ctx.Process(target=_worker, args=(child, make_sim, n, horizon, stop_on_success),
+                         daemon=True)
+      proc.start()
+      self._conns.append(parent)
+      self._procs.append(proc)
+    self.spec, self.action_dim = [self._receive(c) for c in self._conns][0]
+
+  @staticmethod
+  def _receive(conn):
+    status, payload = conn.recv()
+    if status != "ok":
+      raise RuntimeError(f"SimBatch worker failed:\n{payload}")
+    return payload
+
+  def _call(self, cmd: str, arg: np.ndarray):
+    if self._local is not None:
+      return getattr(self._local, cmd)(arg)
+    parts = np.split(arg, np.cumsum(self._chunks)[:-1])
+    for conn, part in zip(self._conns, parts):
+      conn.send((cmd, part))
+    outs = [self._receive(c) for c in self._conns]
+    obs = {k: np.concatenate([o[0][k] for o in outs]) for k in self.spec}
+    return (obs, *(np.concatenate([o[i] for o in outs]) for i in range(1, 5)))
+
+  def reset(self, seeds: np.ndarray):
+    """-> (obs, reward, done, success, steps), each batched over envs."""
+    seeds = np.asarray(seeds, np.int64).reshape(-1)
+    if seeds.shape != (self.num_envs,):
+      raise ValueError(f"SimBatch.reset: expected {self.num_envs} seeds, got {seeds.shape}.")
+    return self._call("reset", seeds)
+
+  def step(self, actions: np.ndarray):
+    """-> (obs, reward, done, success, steps); done envs are left as they are."""
+    actions = np.asarray(actions, np.float32)
+    if actions.shape != (self.num_envs, self.action_dim):
+      raise ValueError(f"SimBatch.step: expected actions of shape "
+                       f"{(self.num_envs, self.action_dim)}, got {actions.shape}.")
+    return self._call("step", actions)
+
+  def close(self):
+    if self._local is not None:
+      self._local.close()
+      self._local = None
+    for conn, proc in zip(self._conns, self._procs):
+      try:
+        conn.send(("close", None))
+        conn.recv()
+      except (EOFError, OSError, BrokenPipeError):
+        pass
+      proc.join(timeout=10)
+      if proc.is_alive():
+        proc.kill()
+    self._conns, self._procs = [], []
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+class HostEnv:
+  """A `SimBatch` as a jittable functional env: every call is an ordered `io_callback`."""
+
+  def __init__(self, batch: SimBatch):
+    self.batch = batch
+    self._handles = np.arange(batch.num_envs, dtype=np.int32)
+
+  @property
+  def num_envs(self) -> int:
+    return self.batch.num_envs
+
+  @property
+  def action_dim(self) -> int:
+    return self.batch.action_dim
+
+  def observation_spec(self) -> dict[str, jax.ShapeDtypeStruct]:
+    return {k: jax.ShapeDtypeStruct(shape, dt) for k, (shape, dt) in self.batch.spec.items()}
+
+  def _result_shapes(self):
+    n = self.num_envs
+    obs = {k: jax.ShapeDtypeStruct((n, *s.shape), s.dtype)
+           for k, s in self.observation_spec().items()}
+    return (obs, jax.ShapeDtypeStruct((n,), np.float32), jax.ShapeDtypeStruct((n,), np.bool_),
+            jax.ShapeDtypeStruct((n,), np.bool_), jax.ShapeDtypeStruct((n,), np.int32))
+
+  def _state(self, out, handle) -> EnvState:
+    obs, reward, done, success, steps = out
+    return EnvState(obs=obs, reward=reward, done=done,
+                    metrics={"success": success, "steps": steps}, handle=handle)
+
+  def _check_handles(self, handle: np.ndarray):
+    if not np.array_equal(np.asarray(handle), self._handles):
+      raise ValueError(f"HostEnv: the state's handles {np.asarray(handle)} do not belong to "
+                       f"this bridge (expected {self._handles}); was it made by another env?")
+
+  def _host_reset(self, seeds):
+    return self._cast(self.batch.reset(np.asarray(seeds)))
+
+  def _host_step(self, handle, action):
+    self._check_handles(handle)
+    return self._cast(self.batch.step(np.asarray(action)))
+
+  def _cast(self, out):
+    obs, reward, done, success, steps = out
+    obs = {k: np.asarray(obs[k], dt) for k, (_, dt) in self.batch.spec.items()}
+    return (obs, np.asarray(reward, np.float32), np.asarray(done, np.bool_),
+            np.asarray(success, np.bool_), np.asarray(steps, np.int32))
+
+  def reset(self, seeds: jax.Array) -> EnvState:
+    seeds = jnp.asarray(seeds, jnp.int32)
+    out = io_callback(self._host_reset, self._result_shapes(), seeds, ordered=True)
+    return self._state(out, jnp.asarray(self._handles))
+
+  def step(self, state: EnvState, action: jax.Array) -> EnvState:
+    action = jnp.asarray(action, jnp.float32)
+    out = io_callback(self._host_step, self._result_shapes(), state.handle, action,
+                      ordered=True)
+    return self._state(out, state.handle)
+
+  def close(self):
+    self.batch.close()
+
+
+def make_host_env(make_sim: Callable[[], HostSim], num_envs: int, *, horizon: int,
+                  stop_on_success: bool = True, num_workers: int = 0) -> HostEnv:
+  return HostEnv(SimBatch(make_sim, num_envs, horizon=horizon,
+                          stop_on_success=stop_on_success, num_workers=num_workers))
+

@@ -1,0 +1,1 @@
+"""MuJoCo-based simulators (MetaWorld; DMC, Adroit and TriFinger later)."""
