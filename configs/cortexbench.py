@@ -15,7 +15,8 @@ Variants (`:arg`):
                  test episodes, horizon 500, 3 seeds.
   quick          reduced to fit 15 minutes on 2 CPU cores, and says so in its output: 10 demos,
                  render 128 -> encoder input 112, 100 epochs with validation at 50 and 100 on 5
-                 episodes, 10 test episodes, horizon 200, 1 seed.
+                 episodes, 10 test episodes, horizon 150, 1 seed; simulators in 2 worker
+                 processes.
   tiny           seconds-scale smoke run for tests (one task, state oracle).
 """
 import ml_collections
@@ -57,8 +58,9 @@ def get_config(arg=None):
     c.render_size, c.img_size = 128, 112
     c.eval_every = 50
     c.val_episodes, c.test_episodes = 5, 10
-    c.horizon = 200
+    c.horizon = 150
     c.eval_envs = 5
+    c.num_workers = 2   # Render in 2 processes while the main one waits on the callback.
   elif arg == "tiny":
     c.workdir = "runs/cortexbench_tiny"
     c.tasks = ("button-press-topdown",)

@@ -5,6 +5,7 @@ run resumes where it stopped; demos and embeddings are cached on disk by config 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -21,6 +22,8 @@ from vcbench.reports import store as store_lib
 from vcbench.reports import report as report_lib
 from vcbench.reports import tables
 
+# Where and how fast a run executes, not what it computes: changing them keeps the cells.
+_NOT_HASHED = ("workdir", "data_dir", "num_workers")
 _POSITIVE = ("num_demos", "render_size", "embed_batch", "epochs", "val_episodes",
              "test_episodes", "horizon", "history", "batch_size", "eval_envs")
 
@@ -63,7 +66,7 @@ def run(config) -> str:
   _announce(config)
   store = store_lib.ResultStore(os.path.join(config.workdir, "results.jsonl"))
   data_dir = config.data_dir or os.path.join(config.workdir, "data")
-  chash = store_lib.config_hash(config)
+  chash = store_lib.config_hash({k: v for k, v in config.items() if k not in _NOT_HASHED})
   protocol = _protocol(config)
   render = mw.RenderConfig(size=config.render_size, camera=config.camera)
   suite = config.suite
@@ -72,15 +75,11 @@ def run(config) -> str:
       seed=int(seed)) for task in config.tasks for pvr in config.pvrs for seed in config.seeds}
   pending = set(store.pending(list(cells.values()), chash))
   print(f"cortexbench: {len(cells)} cells ({len(cells) - len(pending)} already in {store.path})")
-  for pvr in config.pvrs:
-    todo = [k for k in cells if k[1] == pvr and cells[k] in pending]
-    if not todo:
-      continue
-    emb_fn = embedder_lib.make(pvr, state_dim=mw.STATE_DIM, img_size=config.img_size or None,
-                               checkpoint=config.checkpoints.get(pvr))
-    for task in dict.fromkeys(k[0] for k in todo):
-      _run_task(config, store, chash, protocol, render, data_dir, task, emb_fn,
-                [k[2] for k in todo if k[0] == task], cells)
+  embedders = {}
+  for task in config.tasks:
+    todo = [k for k in cells if k[0] == task and cells[k] in pending]
+    if todo:
+      _run_task(config, store, chash, protocol, render, data_dir, task, todo, cells, embedders)
   rows = store.to_rows(benchmark=cortexbench.BENCHMARK, config_hash=chash, latest_only=True)
   paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
   text = (tables.cortexbench_markdown(cortexbench.leaderboard(rows)) + "\n\n"
@@ -91,22 +90,41 @@ def run(config) -> str:
   return text
 
 
-def _run_task(config, store, chash, protocol, render, data_dir, task, emb_fn, seeds, cells):
+def _embedder(config, pvr, embedders):
+  if pvr not in embedders:  # Loaded once, shared by every task.
+    embedders[pvr] = embedder_lib.make(pvr, state_dim=mw.STATE_DIM,
+                                       img_size=config.img_size or None,
+                                       checkpoint=config.checkpoints.get(pvr))
+  return embedders[pvr]
+
+
+def _run_task(config, store, chash, protocol, render, data_dir, task, todo, cells, embedders):
+  """Every pending cell of one task; its simulators (and worker processes) are shared by all
+  PVRs that need the same observations."""
   demos = demos_lib.load_or_generate(data_dir, demos_lib.DemoConfig(
       task=task, num_demos=config.num_demos, render=render))
-  emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
-  sim_render = None if emb_fn.obs_key == "state" else render
-  evaluator = bc_protocol.Evaluator(mw.make_sim(task, sim_render, config.horizon), protocol)
+  print(f"{task}: {demos.num_episodes} demos ({len(demos.actions)} steps, expert success "
+        f"{100 * demos.meta['expert_success_rate']:.0f}% over {demos.meta['attempts']} episodes)")
+  evaluators = {}
   try:
-    for seed in seeds:
-      print(f"{task} / {emb_fn.name} / seed {seed}: {demos.num_episodes} demos "
-            f"({len(demos.actions)} steps, expert success "
-            f"{100 * demos.meta['expert_success_rate']:.0f}%)")
-      metrics = bc_protocol.run_cell(protocol, evaluator, emb_fn, demos, emb, int(seed))
-      store.append(cells[(task, emb_fn.name, seed)], chash, metrics,
-                   extra={"protocol": config.protocol, "render": render.to_dict(),
-                          "embedder": emb_fn.fingerprint})
-      print(f"  -> test success {metrics['score']:.1f}% (best val epoch "
-            f"{metrics['best_epoch']}, {metrics['seconds']:.0f} s)")
+    for pvr in dict.fromkeys(k[1] for k in todo):
+      emb_fn = _embedder(config, pvr, embedders)
+      emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
+      sim_render = None if emb_fn.obs_key == "state" else render
+      if sim_render not in evaluators:
+        # Without pixels a step is ~1 ms of physics: worker processes would only add IPC.
+        p = protocol if sim_render else dataclasses.replace(protocol, num_workers=0)
+        evaluators[sim_render] = bc_protocol.Evaluator(
+            mw.make_sim(task, sim_render, config.horizon), p)
+      for seed in [k[2] for k in todo if k[1] == pvr]:
+        print(f"{task} / {pvr} / seed {seed}")
+        metrics = bc_protocol.run_cell(protocol, evaluators[sim_render], emb_fn, demos, emb,
+                                       int(seed))
+        store.append(cells[(task, pvr, seed)], chash, metrics,
+                     extra={"protocol": config.protocol, "render": render.to_dict(),
+                            "embedder": emb_fn.fingerprint})
+        print(f"  -> test success {metrics['score']:.1f}% (best val epoch "
+              f"{metrics['best_epoch']}, {metrics['seconds']:.0f} s)")
   finally:
-    evaluator.close()
+    for evaluator in evaluators.values():
+      evaluator.close()

@@ -4,29 +4,15 @@ import html
 from vcbench.benchmarks import cortexbench
 from vcbench.reports import tables
 
-H = "ab12"
+import cortexbench_rows as cbrows
 
-
-def _row(pvr, task, seed, score):
-  return dict(benchmark="cortexbench", task=task, pvr=pvr, adaptation="frozen", seed=seed,
-              corruption="none", severity=0, config_hash=H, time="2026-01-01T00:00:00+00:00",
-              score=score)
 
 
 def _rows(extra_pvr="D"):
   # A: metaworld 75 ± 5, dmc 30 (one seed); B: 75 ± 5, 40; C: 47.5 ± 2.5, 20.
   # D: only assembly in metaworld (incomplete 1/2), dmc 100 -> mean rank 1, mean success 100.
-  scores = {
-      "A": {"metaworld/assembly": {0: 80, 1: 90}, "metaworld/hammer": {0: 60, 1: 70},
-            "dmc/walker-walk": {0: 30}},
-      "B": {"metaworld/assembly": {0: 70, 1: 80}, "metaworld/hammer": {0: 70, 1: 80},
-            "dmc/walker-walk": {0: 40}},
-      "C": {"metaworld/assembly": {0: 50, 1: 50}, "metaworld/hammer": {0: 50, 1: 40},
-            "dmc/walker-walk": {0: 20}},
-      extra_pvr: {"metaworld/assembly": {0: 41.3, 1: 41.3}, "dmc/walker-walk": {0: 100}},
-  }
-  return [_row(p, t, s, v) for p, ts in scores.items() for t, seeds in ts.items()
-          for s, v in seeds.items()]
+  extra = {extra_pvr: {"metaworld/assembly": {0: 41.3, 1: 41.3}, "dmc/walker-walk": {0: 100}}}
+  return cbrows.rows({**cbrows.SCORES, **extra})
 
 
 def test_markdown_has_numbers_flags_and_footnotes():

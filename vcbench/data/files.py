@@ -30,7 +30,9 @@ def sha256_file(path: str) -> str:
   return h.hexdigest()
 
 
-def _atomic_write(path: str, write) -> None:
+def atomic_write(path: str, write) -> None:
+  """Calls `write(f)` on a temporary file next to `path`, fsyncs it and renames it into place:
+  readers see the old file or the whole new one, never a partial one."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
   try:
@@ -49,11 +51,11 @@ def save(base: str, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], k
          compress: bool = True) -> dict:
   """Writes `base`.npz and `base`.json; returns the JSON record."""
   savez = np.savez_compressed if compress else np.savez
-  _atomic_write(base + ".npz", lambda f: savez(f, **arrays))
+  atomic_write(base + ".npz", lambda f: savez(f, **arrays))
   record = {"format": FORMAT, "key": key, "sha256": sha256_file(base + ".npz"),
             "arrays": {k: [list(v.shape), str(v.dtype)] for k, v in arrays.items()},
             "meta": dict(meta)}
-  _atomic_write(base + ".json", lambda f: f.write(json.dumps(record, indent=1).encode()))
+  atomic_write(base + ".json", lambda f: f.write(json.dumps(record, indent=1).encode()))
   return record
 
 

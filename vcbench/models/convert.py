@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tempfile
 import zipfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import ml_dtypes  # pylint: disable=unused-import  # registers bfloat16 for safetensors
 import numpy as np
+
+from vcbench.data import files
 
 from vcbench.models import resize
 
@@ -314,19 +315,7 @@ def is_native(flat: Mapping[str, Any]) -> bool:
 def save_variables(path: str, variables: Mapping[str, Any]) -> None:
   """Writes variables as a flat .npz, atomically (temp file + rename)."""
   flat = {k: np.asarray(v) for k, v in flatten_variables(variables).items()}
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(suffix=".npz.tmp", dir=directory)
-  try:
-    with os.fdopen(fd, "wb") as f:
-      np.savez(f, **flat)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
+  files.atomic_write(path, lambda f: np.savez(f, **flat))
 
 
 def load_variables(path: str, expected: Mapping[str, Any]) -> dict[str, Any]:
