@@ -75,11 +75,16 @@ def run(config) -> str:
       seed=int(seed)) for task in config.tasks for pvr in config.pvrs for seed in config.seeds}
   pending = set(store.pending(list(cells.values()), chash))
   print(f"cortexbench: {len(cells)} cells ({len(cells) - len(pending)} already in {store.path})")
-  embedders = {}
-  for task in config.tasks:
-    todo = [k for k in cells if k[0] == task and cells[k] in pending]
-    if todo:
-      _run_task(config, store, chash, protocol, render, data_dir, task, todo, cells, embedders)
+  embedders, evaluators = {}, {}
+  try:
+    for task in config.tasks:
+      todo = [k for k in cells if k[0] == task and cells[k] in pending]
+      if todo:
+        _run_task(config, store, chash, protocol, render, data_dir, task, todo, cells,
+                  embedders, evaluators)
+  finally:
+    for evaluator in evaluators.values():
+      evaluator.close()
   rows = store.to_rows(benchmark=cortexbench.BENCHMARK, config_hash=chash, latest_only=True)
   paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
   text = (tables.cortexbench_markdown(cortexbench.leaderboard(rows)) + "\n\n"
@@ -98,33 +103,40 @@ def _embedder(config, pvr, embedders):
   return embedders[pvr]
 
 
-def _run_task(config, store, chash, protocol, render, data_dir, task, todo, cells, embedders):
-  """Every pending cell of one task; its simulators (and worker processes) are shared by all
-  PVRs that need the same observations."""
+def _evaluator(config, protocol, task, sim_render, evaluators):
+  """The evaluator for this kind of observation, moved to `task` (compiled rollouts are kept
+  across tasks)."""
+  make_sim = mw.make_sim(task, sim_render, config.horizon)
+  if sim_render in evaluators:
+    evaluators[sim_render].switch(make_sim)
+  else:
+    # Without pixels a step is ~1 ms of physics: worker processes would only add IPC.
+    p = protocol if sim_render else dataclasses.replace(protocol, num_workers=0)
+    evaluators[sim_render] = bc_protocol.Evaluator(make_sim, p)
+  return evaluators[sim_render]
+
+
+def _run_task(config, store, chash, protocol, render, data_dir, task, todo, cells, embedders,
+              evaluators):
+  """Every pending cell of one task."""
   demos = demos_lib.load_or_generate(data_dir, demos_lib.DemoConfig(
       task=task, num_demos=config.num_demos, render=render))
   print(f"{task}: {demos.num_episodes} demos ({len(demos.actions)} steps, expert success "
         f"{100 * demos.meta['expert_success_rate']:.0f}% over {demos.meta['attempts']} episodes)")
-  evaluators = {}
-  try:
-    for pvr in dict.fromkeys(k[1] for k in todo):
-      emb_fn = _embedder(config, pvr, embedders)
-      emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
-      sim_render = None if emb_fn.obs_key == "state" else render
-      if sim_render not in evaluators:
-        # Without pixels a step is ~1 ms of physics: worker processes would only add IPC.
-        p = protocol if sim_render else dataclasses.replace(protocol, num_workers=0)
-        evaluators[sim_render] = bc_protocol.Evaluator(
-            mw.make_sim(task, sim_render, config.horizon), p)
-      for seed in [k[2] for k in todo if k[1] == pvr]:
-        print(f"{task} / {pvr} / seed {seed}")
-        metrics = bc_protocol.run_cell(protocol, evaluators[sim_render], emb_fn, demos, emb,
-                                       int(seed))
-        store.append(cells[(task, pvr, seed)], chash, metrics,
-                     extra={"protocol": config.protocol, "render": render.to_dict(),
-                            "embedder": emb_fn.fingerprint})
-        print(f"  -> test success {metrics['score']:.1f}% (best val epoch "
-              f"{metrics['best_epoch']}, {metrics['seconds']:.0f} s)")
-  finally:
-    for evaluator in evaluators.values():
-      evaluator.close()
+  switched = set()
+  for pvr in dict.fromkeys(k[1] for k in todo):
+    emb_fn = _embedder(config, pvr, embedders)
+    emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
+    sim_render = None if emb_fn.obs_key == "state" else render
+    if sim_render not in switched:
+      _evaluator(config, protocol, task, sim_render, evaluators)
+      switched.add(sim_render)
+    for seed in [k[2] for k in todo if k[1] == pvr]:
+      print(f"{task} / {pvr} / seed {seed}")
+      metrics = bc_protocol.run_cell(protocol, evaluators[sim_render], emb_fn, demos, emb,
+                                     int(seed))
+      store.append(cells[(task, pvr, seed)], chash, metrics,
+                   extra={"protocol": config.protocol, "render": render.to_dict(),
+                          "embedder": emb_fn.fingerprint})
+      print(f"  -> test success {metrics['score']:.1f}% (best val epoch "
+            f"{metrics['best_epoch']}, {metrics['seconds']:.0f} s)")

@@ -93,3 +93,31 @@ def test_bad_calls_name_the_problem():
       env.step(state.replace(handle=jnp.array([7, 8], jnp.int32)), jnp.zeros((2, 2)))
   with pytest.raises(ValueError, match="num_envs"):
     host.SimBatch(pointmass.PointMass, 0, horizon=5)
+
+
+def test_rebind_keeps_the_compiled_rollout_and_checks_shapes():
+  traces = []
+
+  def policy(carry, obs):
+    traces.append(1)  # Runs only while tracing.
+    return _policy(carry, obs)
+
+  first = host.SimBatch(pointmass.PointMass, 2, horizon=15)
+  env = host.HostEnv(first)
+  fn = jax.jit(lambda s: rollout.rollout(env, policy, jnp.float32(0.7), s, 15,
+                                         record=("proprio",))[1])
+  fn(jnp.array([1, 2]))
+  n_traces = len(traces)
+  second = host.SimBatch(functools.partial(pointmass.PointMass, dt=0.2), 2, horizon=15)
+  assert env.rebind(second) is first
+  first.close()
+  got = fn(jnp.array([1, 2]))
+  assert len(traces) == n_traces  # No retrace, no recompile.
+  with host.SimBatch(functools.partial(pointmass.PointMass, dt=0.2), 2, horizon=15) as ref:
+    want = rollout.python_rollout(ref, _policy, jnp.float32(0.7), np.array([1, 2]), 15,
+                                  record=("proprio",))
+  _assert_same(got, want)
+  with pytest.raises(ValueError, match="rebind.*expected"):
+    env.rebind(host.SimBatch(functools.partial(pointmass.PointMass, image_size=8), 2,
+                             horizon=15))
+  second.close()

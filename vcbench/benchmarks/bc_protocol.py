@@ -43,14 +43,22 @@ class Protocol:
 
 
 class Evaluator:
-  """Rollouts of BC policies for one task: one host env batch, one compiled rollout per
-  embedder (policy params are arguments, so every evaluation epoch reuses it)."""
+  """Rollouts of BC policies: one host env batch (for one task at a time, `switch` moves on),
+  one compiled rollout per embedder (policy params are arguments, so every evaluation epoch,
+  seed and task reuses it)."""
 
   def __init__(self, make_sim: Callable[[], host.HostSim], protocol: Protocol):
     self.protocol = protocol
-    self.env = host.make_host_env(make_sim, protocol.eval_envs, horizon=protocol.horizon,
-                                  num_workers=protocol.num_workers)
+    self.env = host.HostEnv(self._batch(make_sim))
     self._compiled: dict[str, Callable] = {}
+
+  def _batch(self, make_sim) -> host.SimBatch:
+    p = self.protocol
+    return host.SimBatch(make_sim, p.eval_envs, horizon=p.horizon, num_workers=p.num_workers)
+
+  def switch(self, make_sim: Callable[[], host.HostSim]) -> None:
+    """Moves to another task with the same observation shapes, keeping compiled rollouts."""
+    self.env.rebind(self._batch(make_sim)).close()
 
   def _rollout_fn(self, embedder: Embedder, act):
     if embedder.fingerprint not in self._compiled:

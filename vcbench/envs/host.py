@@ -203,6 +203,18 @@ class HostEnv:
     self.batch = batch
     self._handles = np.arange(batch.num_envs, dtype=np.int32)
 
+  def rebind(self, batch: SimBatch) -> SimBatch:
+    """Swaps in another batch with the same shapes (e.g. the next task) and returns the old
+    one, unclosed. Rollouts already compiled against this env keep working, without a
+    recompile: the callbacks read `self.batch` when they run."""
+    want = (self.num_envs, self.action_dim, self.batch.spec)
+    got = (batch.num_envs, batch.action_dim, batch.spec)
+    if got != want:
+      raise ValueError(f"HostEnv.rebind: the new batch has (num_envs, action_dim, spec) {got}, "
+                       f"expected {want}.")
+    old, self.batch = self.batch, batch
+    return old
+
   @property
   def num_envs(self) -> int:
     return self.batch.num_envs
