@@ -7,7 +7,7 @@ Table-2-style report.
   python -m launch.main --config configs/cortexbench.py         # the paper protocol (below);
         # hours on a CPU, minutes per cell on an accelerator
   python -m launch.main --config configs/cortexbench.py \\
-      --config.pvrs='("vc1_vitb",)' --config.checkpoints='{"vc1_vitb": "/path/vc1_vitb.pth"}'
+      --config.pvrs='("vc1_vitb",)' --config.checkpoints=vc1_vitb=/path/vc1_vitb.pth
 
 Variants (`:arg`):
   full (default) the CortexBench protocol: 25 demos/task, render 256 -> encoder crop 224,
@@ -32,7 +32,7 @@ def get_config(arg=None):
   c.suite = "metaworld"
   c.tasks = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")
   c.pvrs = ("in1k_mobilenetv2", "random_vit_s", "state_oracle")
-  c.checkpoints = ml_collections.ConfigDict()   # pvr name -> checkpoint path (pretrained PVRs).
+  c.checkpoints = ""   # "pvr=path[,pvr=path]": the checkpoint file of each pretrained PVR.
   c.seeds = (0, 1, 2)
   c.num_demos = 25
   c.render_size = 256

@@ -33,13 +33,29 @@ def validate(config) -> None:
                                               if s.available])
   config_lib.require_choice(config, "tasks", mw.task_names())
   config_lib.require_choice(config, "pvrs", embedder_lib.names())
-  config_lib.require_choice(config, "checkpoints", list(config.pvrs))
+  checkpoint_paths(config)
   for key in _POSITIVE:
     config_lib.require(config, key, lambda v: isinstance(v, int) and v > 0, "a positive int")
   for key in ("img_size", "eval_every", "num_workers"):
     config_lib.require(config, key, lambda v: isinstance(v, int) and v >= 0, "an int >= 0")
   config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
   config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
+
+
+def checkpoint_paths(config) -> dict[str, str]:
+  """config.checkpoints ("pvr=path[,pvr=path...]") as a dict; refuses malformed entries and
+  PVRs the run does not evaluate."""
+  out = {}
+  for item in filter(None, config.checkpoints.split(",")):
+    name, sep, path = str(item).partition("=")
+    if not sep or not name or not path:
+      raise config_lib.ConfigError(f"bad value {item!r} in config.checkpoints; expected "
+                                   f"'pvr=path', e.g. 'vc1_vitb=/data/vc1_vitb.pth'")
+    if name not in config.pvrs:
+      raise config_lib.ConfigError(f"config.checkpoints names {name!r}, which is not in "
+                                   f"config.pvrs {tuple(config.pvrs)}")
+    out[name] = path
+  return out
 
 
 def _protocol(config) -> bc_protocol.Protocol:
@@ -99,7 +115,7 @@ def _embedder(config, pvr, embedders):
   if pvr not in embedders:  # Loaded once, shared by every task.
     embedders[pvr] = embedder_lib.make(pvr, state_dim=mw.STATE_DIM,
                                        img_size=config.img_size or None,
-                                       checkpoint=config.checkpoints.get(pvr))
+                                       checkpoint=checkpoint_paths(config).get(pvr))
   return embedders[pvr]
 
 

@@ -60,6 +60,8 @@ def _config(**kw):
     ("pvrs", ("vc2",), "vc2.*state_oracle"),
     ("suite", "dmc", "dmc.*metaworld"),
     ("epochs", 0, "epochs"),
+    ("checkpoints", "vc1_vitb", "expected 'pvr=path'"),
+    ("checkpoints", "vc1_vitb=/x.pth", "not in config.pvrs"),
 ])
 def test_bad_values_are_refused_with_the_valid_ones(key, value, match):
   with pytest.raises(config_lib.ConfigError, match=match):
