@@ -22,8 +22,10 @@ from vcbench.reports import store as store_lib
 from vcbench.reports import report as report_lib
 from vcbench.reports import tables
 
-# Where and how fast a run executes, not what it computes: changing them keeps the cells.
-_NOT_HASHED = ("workdir", "data_dir", "num_workers")
+# Keys that do not change what any one cell computes: where and how fast a run executes, and
+# which cells it contains (a cell names its own task, PVR and seed). Changing them keeps the
+# cells already in the store, so a sweep can grow by a seed, task or PVR.
+_NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "pvrs", "seeds")
 _POSITIVE = ("num_demos", "render_size", "embed_batch", "epochs", "val_episodes",
              "test_episodes", "horizon", "history", "batch_size", "eval_envs")
 
@@ -40,6 +42,11 @@ def validate(config) -> None:
     config_lib.require(config, key, lambda v: isinstance(v, int) and v >= 0, "an int >= 0")
   config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
   config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
+
+
+def config_hash(config) -> str:
+  """The hash cells are stored under: the config minus `_NOT_HASHED`."""
+  return store_lib.config_hash({k: v for k, v in config.items() if k not in _NOT_HASHED})
 
 
 def checkpoint_paths(config) -> dict[str, str]:
@@ -82,7 +89,7 @@ def run(config) -> str:
   _announce(config)
   store = store_lib.ResultStore(os.path.join(config.workdir, "results.jsonl"))
   data_dir = config.data_dir or os.path.join(config.workdir, "data")
-  chash = store_lib.config_hash({k: v for k, v in config.items() if k not in _NOT_HASHED})
+  chash = config_hash(config)
   protocol = _protocol(config)
   render = mw.RenderConfig(size=config.render_size, camera=config.camera)
   suite = config.suite

@@ -82,3 +82,15 @@ def test_state_oracle_learns_button_press_and_drawer_open(tmp_path):
   scores = {r["task"]: r["score"] for r in rows}
   print(json.dumps(scores))
   assert len(scores) == 2 and min(scores.values()) >= 80, scores
+
+
+def test_growing_the_sweep_keeps_the_cells_already_done():
+  from launch import cortexbench as job  # pylint: disable=import-outside-toplevel
+  base = cortexbench_config.get_config("tiny")
+  grown = cortexbench_config.get_config("tiny")
+  grown.seeds, grown.pvrs = (0, 1, 2), ("state_oracle", "random_vit_s")
+  grown.workdir, grown.num_workers = "/elsewhere", 2
+  assert job.config_hash(base) == job.config_hash(grown)
+  changed = cortexbench_config.get_config("tiny")
+  changed.epochs = 5
+  assert job.config_hash(changed) != job.config_hash(base)

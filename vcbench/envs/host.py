@@ -116,7 +116,8 @@ class SimBatch:
   Episode rules: an env is done when its simulator reports a terminal state, after `horizon`
   steps, or (with `stop_on_success`) once it has succeeded; done envs are not stepped until
   the next `reset`. `make_sim` must be picklable when workers are used (a module-level class
-  or a `functools.partial` of one).
+  or a `functools.partial` of one), and, as with any spawn-based multiprocessing, a script
+  that starts workers must guard its entry point with `if __name__ == "__main__":`.
   """
 
   def __init__(self, make_sim: Callable[[], HostSim], num_envs: int, *, horizon: int,
