@@ -5,10 +5,9 @@ rollout is a `lax.scan` over `step`. Batched envs carry a leading batch axis on 
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import jax
-import jax.numpy as jnp
 from flax import struct
 
 
@@ -47,7 +46,3 @@ class Env(Protocol):
 
   def step(self, state: EnvState, action: jax.Array) -> EnvState: ...
 
-
-def zeros_like_spec(spec: dict[str, jax.ShapeDtypeStruct], batch: int) -> dict[str, Any]:
-  """A batched all-zero observation with `spec`'s shapes and dtypes."""
-  return {k: jnp.zeros((batch, *s.shape), s.dtype) for k, s in spec.items()}

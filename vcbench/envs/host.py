@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import traceback
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -270,10 +270,4 @@ class HostEnv:
 
   def close(self):
     self.batch.close()
-
-
-def make_host_env(make_sim: Callable[[], HostSim], num_envs: int, *, horizon: int,
-                  stop_on_success: bool = True, num_workers: int = 0) -> HostEnv:
-  return HostEnv(SimBatch(make_sim, num_envs, horizon=horizon,
-                          stop_on_success=stop_on_success, num_workers=num_workers))
 
