@@ -21,6 +21,8 @@ Variants (`:arg`):
 """
 import ml_collections
 
+from vcbench.benchmarks import cortexbench
+
 
 def get_config(arg=None):
   arg = arg or "full"
@@ -29,12 +31,13 @@ def get_config(arg=None):
   c.protocol = arg
   c.workdir = "runs/cortexbench"
   c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
-  c.suite = "metaworld"
-  c.tasks = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")
+  suite = cortexbench.suite("metaworld")
+  c.suite = suite.name
+  c.tasks = suite.tasks
   c.pvrs = ("in1k_mobilenetv2", "random_vit_s", "state_oracle")
   c.checkpoints = ""   # "pvr=path[,pvr=path]": the checkpoint file of each pretrained PVR.
   c.seeds = (0, 1, 2)
-  c.num_demos = 25
+  c.num_demos = suite.num_demos
   c.render_size = 256
   c.camera = "top_cap2"
   c.img_size = 0             # Encoder input; 0 = the zoo entry's own (224 for most).
@@ -42,8 +45,8 @@ def get_config(arg=None):
   c.epochs = 100
   c.eval_every = 5
   c.val_episodes = 10
-  c.test_episodes = 25
-  c.horizon = 500
+  c.test_episodes = suite.eval_episodes
+  c.horizon = suite.horizon
   c.history = 3
   c.use_proprio = True
   c.batch_size = 256

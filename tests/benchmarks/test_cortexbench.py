@@ -178,3 +178,13 @@ def test_leaderboard_from_a_real_store(tmp_path):
   board = cortexbench.leaderboard(store.to_rows(latest_only=True))
   assert board.pvrs() == ["B", "A", "C"]
   assert board.standing("B").mean_rank == 1.25
+
+
+def test_metaworld_suite_matches_the_adapter_and_the_config():
+  pytest.importorskip("metaworld")
+  from configs import cortexbench as config  # pylint: disable=import-outside-toplevel
+  from vcbench.envs.mujoco import metaworld as mw  # pylint: disable=import-outside-toplevel
+  suite = cortexbench.suite("metaworld")
+  assert suite.tasks == mw.CORTEXBENCH_TASKS == tuple(config.get_config().tasks)
+  full = config.get_config("full")
+  assert (full.num_demos, full.test_episodes, full.horizon) == (25, 25, 500)
