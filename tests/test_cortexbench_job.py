@@ -75,8 +75,8 @@ def test_state_oracle_learns_button_press_and_drawer_open(tmp_path):
   validation every 5 epochs, 25 test episodes), one seed. ~3 min on 2 CPU cores."""
   out = _launch("--config", "configs/cortexbench.py", f"--config.workdir={tmp_path / 'run'}",
                 "--config.tasks=('button-press-topdown', 'drawer-open')",
-                "--config.pvrs=('state_oracle',)", "--config.seeds=(0,)", "--config.eval_envs=25",
-                "--config.val_episodes=10", tmp_path=tmp_path, timeout=1800)
+                "--config.pvrs=('state_oracle',)", "--config.seeds=(0,)", tmp_path=tmp_path,
+                timeout=1800)
   assert out.returncode == 0, out.stderr[-3000:]
   rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
   scores = {r["task"]: r["score"] for r in rows}

@@ -121,3 +121,12 @@ def test_rebind_keeps_the_compiled_rollout_and_checks_shapes():
     env.rebind(host.SimBatch(functools.partial(pointmass.PointMass, image_size=8), 2,
                              horizon=15))
   second.close()
+
+
+def test_negative_seeds_leave_slots_idle():
+  with host.SimBatch(pointmass.PointMass, 3, horizon=10, stop_on_success=False) as batch:
+    _, traj = _scan(host.HostEnv(batch), [4, -1, 5], 10)
+    assert batch._local.steps.tolist() == [10, 0, 10]  # pylint: disable=protected-access
+  active = np.asarray(traj.active)
+  assert active[:, 0].all() and not active[:, 1].any() and active[:, 2].all()
+  assert not np.asarray(traj.success)[:, 1].any()

@@ -69,13 +69,14 @@ class Evaluator:
     return self._compiled[embedder.fingerprint]
 
   def success(self, embedder: Embedder, act, policy_state, seeds: list[int]) -> dict:
-    """Success rate and mean episode length over `seeds` (padded to whole batches)."""
+    """Success rate and mean episode length over `seeds` (the last batch padded with idle
+    slots)."""
     n = self.env.num_envs
     fn = self._rollout_fn(embedder, act)
     succ, lengths = [], []
     for start in range(0, len(seeds), n):
       chunk = list(seeds[start:start + n])
-      chunk += [chunk[-1]] * (n - len(chunk))
+      chunk += [-1] * (n - len(chunk))  # Idle slots: never stepped or rendered.
       carry = bc.initial_carry(embedder.params, policy_state, n, embedder.dim,
                                self.protocol.history)
       traj = fn(carry, jnp.asarray(chunk, jnp.int32))

@@ -61,10 +61,12 @@ class _Group:
 
   def reset(self, seeds: np.ndarray):
     for i, seed in enumerate(seeds):
-      self._last_obs[i] = self.sims[i].reset(int(seed))
+      self._last_obs[i] = self.sims[i].reset(max(int(seed), 0))
     self.steps[:] = 0
     self.success[:] = False
-    self.done[:] = self.horizon <= 0
+    # A negative seed leaves its slot idle (done from the start, never stepped or rendered
+    # again): it pads a batch to its fixed size at the cost of one reset.
+    self.done[:] = (self.horizon <= 0) | (np.asarray(seeds) < 0)
     return self._stack(), np.zeros(len(self.sims), np.float32), self.done.copy(), \
         self.success.copy(), self.steps.copy()
 
@@ -161,7 +163,8 @@ class SimBatch:
     return (obs, *(np.concatenate([o[i] for o in outs]) for i in range(1, 5)))
 
   def reset(self, seeds: np.ndarray):
-    """-> (obs, reward, done, success, steps), each batched over envs."""
+    """-> (obs, reward, done, success, steps), each batched over envs. A negative seed leaves
+    that env idle for the episode (done from the start): padding for a partial batch."""
     seeds = np.asarray(seeds, np.int64).reshape(-1)
     if seeds.shape != (self.num_envs,):
       raise ValueError(f"SimBatch.reset: expected {self.num_envs} seeds, got {seeds.shape}.")
