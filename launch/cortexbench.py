@@ -20,7 +20,6 @@ from vcbench.envs.mujoco import metaworld as mw
 from vcbench.models import embedder as embedder_lib
 from vcbench.reports import store as store_lib
 from vcbench.reports import report as report_lib
-from vcbench.reports import tables
 
 # Keys that do not change what any one cell computes: where and how fast a run executes, and
 # which cells it contains (a cell names its own task, PVR and seed). Changing them keeps the
@@ -110,8 +109,8 @@ def run(config) -> str:
       evaluator.close()
   rows = store.to_rows(benchmark=cortexbench.BENCHMARK, config_hash=chash, latest_only=True)
   paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
-  text = (tables.cortexbench_markdown(cortexbench.leaderboard(rows)) + "\n\n"
-          + tables.cortexbench_task_markdown(rows))
+  text = paths["markdown"].read_text(encoding="utf-8") + "\n\n" + paths["tasks"].read_text(
+      encoding="utf-8")
   print(text)
   print(f"report: {', '.join(str(p) for p in paths.values())}  ({time.time() - t0:.0f} s)")
   _announce(config)
@@ -133,7 +132,8 @@ def _evaluator(config, protocol, task, sim_render, evaluators):
   if sim_render in evaluators:
     evaluators[sim_render].switch(make_sim)
   else:
-    # Without pixels a step is ~1 ms of physics: worker processes would only add IPC.
+    # Without pixels a step is under 1 ms of physics (STACK.md: 1.4-2.2k steps/s): worker
+    # processes would only add IPC.
     p = protocol if sim_render else dataclasses.replace(protocol, num_workers=0)
     evaluators[sim_render] = bc_protocol.Evaluator(make_sim, p)
   return evaluators[sim_render]

@@ -130,3 +130,12 @@ def test_negative_seeds_leave_slots_idle():
   active = np.asarray(traj.active)
   assert active[:, 0].all() and not active[:, 1].any() and active[:, 2].all()
   assert not np.asarray(traj.success)[:, 1].any()
+
+
+def test_python_loop_matches_the_scan_when_every_slot_is_idle():
+  with host.SimBatch(pointmass.PointMass, 2, horizon=4) as batch:
+    _, traj = _scan(host.HostEnv(batch), [-1, -1], 4)
+    ref = rollout.python_rollout(batch, _policy, jnp.float32(0.7), np.array([-1, -1]), 4,
+                                 record=("proprio", "rgb"))
+  _assert_same(traj, ref, ("proprio", "rgb"))
+  assert not np.asarray(traj.active).any()

@@ -5,6 +5,7 @@ import struct
 import pytest
 
 from vcbench.benchmarks import cortexbench
+from vcbench.data import files
 from vcbench.reports import plots
 
 
@@ -38,10 +39,13 @@ def test_task_bars_png(tmp_path):
 def test_failed_write_leaves_old_file_and_no_temporary(tmp_path):
   target = tmp_path / "ranks.png"
   target.write_bytes(b"old")
+
+  def crash(f):
+    f.write(b"half")
+    raise RuntimeError("crash mid-write")
+
   with pytest.raises(RuntimeError):
-    with plots.atomic_output(target) as tmp:
-      tmp.write_bytes(b"half")
-      raise RuntimeError("crash mid-write")
+    files.atomic_write(target, crash)
   assert target.read_bytes() == b"old"
   assert os.listdir(tmp_path) == ["ranks.png"]
 

@@ -38,7 +38,7 @@ class Protocol:
   batch_size: int = 256
   lr: float = 1e-3
   hidden: tuple[int, ...] = (256, 256, 256)
-  eval_envs: int = 25       # Episodes simulated side by side in one rollout.
+  eval_envs: int = 10       # Episodes simulated side by side in one rollout.
   num_workers: int = 0      # Simulator worker processes (0: in the main process).
 
 

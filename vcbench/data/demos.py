@@ -69,11 +69,6 @@ class Demos:
   def num_episodes(self) -> int:
     return int(self.episode.max()) + 1 if len(self.episode) else 0
 
-  def starts(self) -> np.ndarray:
-    """For every step, the index of its episode's first step."""
-    first = np.r_[0, np.flatnonzero(np.diff(self.episode)) + 1]
-    return first[self.episode - self.episode[0]] if len(first) else first
-
   def episodes(self) -> Iterator[slice]:
     bounds = np.r_[0, np.flatnonzero(np.diff(self.episode)) + 1, len(self.episode)]
     for a, b in zip(bounds[:-1], bounds[1:]):
@@ -113,7 +108,7 @@ def generate(cfg: DemoConfig) -> tuple[dict[str, np.ndarray], dict]:
     raise RuntimeError(f"{cfg.task}: the scripted expert succeeded in only {len(kept_seeds)} of "
                        f"{attempts} episodes; {cfg.num_demos} demos were asked for.")
   arrays = {k: np.concatenate(v) for k, v in cols.items()}
-  meta = {"config": _config_dict(cfg), "seeds": kept_seeds, "lengths": lengths,
+  meta = {"config": dataclasses.asdict(cfg), "seeds": kept_seeds, "lengths": lengths,
           "attempts": attempts, "expert_success_rate": len(kept_seeds) / attempts}
   return arrays, meta
 
@@ -136,10 +131,6 @@ def _run_expert(sim, policy, seed: int, cfg: DemoConfig) -> dict | None:
   frames, actions, proprio, state = (np.stack(c) for c in zip(*rows))
   return {"frames": frames, "actions": actions.astype(np.float32),
           "proprio": proprio.astype(np.float32), "state": state.astype(np.float32)}
-
-
-def _config_dict(cfg: DemoConfig) -> dict:
-  return dataclasses.asdict(cfg)
 
 
 def path_for(root: str, cfg: DemoConfig) -> str:

@@ -30,9 +30,11 @@ def sha256_file(path: str) -> str:
   return h.hexdigest()
 
 
-def atomic_write(path: str, write) -> None:
-  """Calls `write(f)` on a temporary file next to `path`, fsyncs it and renames it into place:
-  readers see the old file or the whole new one, never a partial one."""
+def atomic_write(path: str | os.PathLike[str], write) -> None:
+  """Calls `write(f)` on a binary temporary file next to `path` (`os.replace` is atomic only
+  within one file system), fsyncs it and renames it into place: readers see the old file or
+  the whole new one, never a partial one, and a failed write leaves no temporary file."""
+  path = os.fspath(path)
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
   try:
@@ -40,6 +42,7 @@ def atomic_write(path: str, write) -> None:
       write(f)
       f.flush()
       os.fsync(f.fileno())
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would make results private to this user.
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):

@@ -126,7 +126,7 @@ class SimBatch:
                stop_on_success: bool = True, num_workers: int = 0):
     if num_envs < 1:
       raise ValueError(f"SimBatch: num_envs must be >= 1, got {num_envs}.")
-    self.num_envs, self.horizon = num_envs, horizon
+    self.num_envs = num_envs
     workers = min(num_workers, num_envs)
     self._local, self._conns, self._procs = None, [], []
     if workers <= 0:

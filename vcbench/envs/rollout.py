@@ -71,19 +71,18 @@ def python_rollout(batch, policy_step: PolicyStep, carry: Any, seeds: np.ndarray
                    horizon: int, record: tuple[str, ...] = ()) -> Trajectory:
   """The same episode as a plain Python loop over a `host.SimBatch` (the reference the
   scanned rollout is tested against, and a fallback for debugging)."""
-  obs, _, done, _, _ = batch.reset(np.asarray(seeds))
+  obs, _, done, success, _ = batch.reset(np.asarray(seeds))
   step_fn = jax.jit(policy_step)
+  idle_action = np.zeros((batch.num_envs, batch.action_dim), np.float32)
   rows = []
   for _ in range(horizon):
-    if done.all():
-      rows.append((np.zeros((batch.num_envs, batch.action_dim), np.float32), rows[-1][1] * 0,
-                   rows[-1][2], done, np.zeros_like(done), rows[-1][5]))
-      continue
-    carry, action = step_fn(carry, {k: jnp.asarray(v) for k, v in obs.items()})
     active = ~done
-    obs, reward, done, success, _ = batch.step(np.asarray(action))
-    rows.append((np.asarray(action, np.float32), reward, success, done, active,
-                 {k: obs[k] for k in record}))
+    action, reward = idle_action, np.zeros(batch.num_envs, np.float32)
+    if active.any():  # Once every env is done, the scan's `idle` branch: nothing runs.
+      carry, action = step_fn(carry, {k: jnp.asarray(v) for k, v in obs.items()})
+      action = np.asarray(action, np.float32)
+      obs, reward, done, success, _ = batch.step(action)
+    rows.append((action, reward, success, done, active, {k: obs[k] for k in record}))
   cols = list(zip(*rows))
   return Trajectory(action=np.stack(cols[0]), reward=np.stack(cols[1]),
                     success=np.stack(cols[2]), done=np.stack(cols[3]),

@@ -9,6 +9,7 @@ weights), so cached embeddings are never reused across PVR versions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from typing import Any, Callable
 
@@ -30,6 +31,12 @@ class Embedder:
   params: Any
   fn: Callable[[Any, dict], jax.Array]   # (params, obs dict) -> [B, dim]; pure, jittable.
   fingerprint: str
+
+  @functools.cached_property
+  def batch_fn(self) -> Callable[[Any, np.ndarray], jax.Array]:
+    """`fn` jitted over a batch of raw `obs_key` values; compiled once per embedder, so every
+    task's demos reuse it."""
+    return jax.jit(lambda params, x: self.fn(params, {self.obs_key: x}))
 
 
 def names() -> list[str]:
@@ -65,24 +72,11 @@ def make(name: str, *, state_dim: int, img_size: int | None = None,
                   fingerprint=f"{name}/{size}/{_weights_digest(encoder.params)}")
 
 
-_BATCH_FNS: dict[str, Callable] = {}
-
-
-def _batch_fn(embedder: Embedder) -> Callable:
-  """One jitted function per embedder version, so every task's demos reuse its compilation."""
-  if embedder.fingerprint not in _BATCH_FNS:
-    if len(_BATCH_FNS) >= 4:  # The closures hold weights: keep only the recent few.
-      _BATCH_FNS.pop(next(iter(_BATCH_FNS)))
-    _BATCH_FNS[embedder.fingerprint] = jax.jit(
-        lambda p, x: embedder.fn(p, {embedder.obs_key: x}))
-  return _BATCH_FNS[embedder.fingerprint]
-
-
 def embed_all(embedder: Embedder, values: np.ndarray, batch_size: int = 64,
               desc: str = "embed") -> np.ndarray:
   """Embeds `values` (frames or states) in fixed-size batches (one compile; the last batch is
   padded)."""
-  fn = _batch_fn(embedder)
+  fn = embedder.batch_fn
   out = []
   for start in progress(range(0, len(values), batch_size), desc=desc):
     chunk = values[start:start + batch_size]

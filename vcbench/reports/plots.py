@@ -2,57 +2,33 @@
 
 Figures are drawn on `matplotlib.figure.Figure` with the Agg canvas, never through pyplot, so they
 work headless, keep no global figure state and do not change the caller's pyplot backend. Files are
-written atomically (a temporary file in the same directory, then `os.replace`), so a reader or a
-crash never sees a half-written PNG.
+written atomically (`vcbench.data.files.atomic_write`), so a reader or a crash never sees a
+half-written PNG.
 """
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
 import os
 import pathlib
-import tempfile
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from matplotlib.backends import backend_agg
 from matplotlib import figure as figure_lib
 import numpy as np
 
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[pathlib.Path]:
-  """Yields a temporary path next to `path`; on success it replaces `path`, else it is removed.
-
-  The temporary file lives in the destination directory because `os.replace` is only atomic
-  within one file system.
-  """
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-  os.close(fd)
-  tmp = pathlib.Path(tmp_name)
-  try:
-    yield tmp
-    with open(tmp, "rb+") as f:
-      os.fsync(f.fileno())
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the report private.
-    os.replace(tmp, path)
-  finally:
-    tmp.unlink(missing_ok=True)
+from vcbench.data import files
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> pathlib.Path:
   """Writes `text` (UTF-8) to `path` atomically; returns the path."""
-  with atomic_output(path) as tmp:
-    tmp.write_text(text, encoding="utf-8")
+  files.atomic_write(path, lambda f: f.write(text.encode("utf-8")))
   return pathlib.Path(path)
 
 
 def _save(fig: figure_lib.Figure, path: str | os.PathLike[str], dpi: int) -> pathlib.Path:
   backend_agg.FigureCanvasAgg(fig)
-  with atomic_output(path) as tmp:
-    fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+  files.atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight"))
   return pathlib.Path(path)
 
 

@@ -137,14 +137,8 @@ class MetaWorldSim:
       return np.clip(policy.get_action(self._raw_obs), -1.0, 1.0).astype(np.float32)
 
   def render(self) -> np.ndarray:
-    import mujoco  # noqa: PLC0415
-    r = self._renderer
-    r.update_scene(self.env.data, camera=self._camera)
-    if self.render_config.fast:
-      for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
-                   mujoco.mjtRndFlag.mjRND_SKYBOX):
-        r.scene.flags[flag] = 0
-    img = r.render()
+    self._renderer.update_scene(self.env.data, camera=self._camera)
+    img = self._renderer.render()
     _release_gl_context()
     return np.ascontiguousarray(img[::-1]) if self._flip else img.copy()
 
@@ -164,24 +158,27 @@ class MetaWorldSim:
 
 def _make_renderer(model, render: RenderConfig):
   import mujoco  # noqa: PLC0415
+  names = [model.camera(i).name for i in range(model.ncam)]
+  if render.camera not in CAMERAS and render.camera not in names:
+    raise ValueError(f"unknown camera {render.camera!r}; valid: {sorted(CAMERAS) + names}")
   if render.fast:
     model.vis.quality.offsamples = 0
   model.vis.global_.offwidth = max(model.vis.global_.offwidth, render.size)
   model.vis.global_.offheight = max(model.vis.global_.offheight, render.size)
   renderer = mujoco.Renderer(model, render.size, render.size)
+  if render.fast:  # Scene flags persist across update_scene calls: set them once.
+    for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
+                 mujoco.mjtRndFlag.mjRND_SKYBOX):
+      renderer.scene.flags[flag] = 0
   _release_gl_context()
-  if render.camera in CAMERAS:
-    c = CAMERAS[render.camera]
-    camera = mujoco.MjvCamera()
-    camera.type = mujoco.mjtCamera.mjCAMERA_FREE
-    camera.lookat[:] = c.lookat
-    camera.distance, camera.azimuth, camera.elevation = c.distance, c.azimuth, c.elevation
-    return renderer, camera, False
-  names = [model.camera(i).name for i in range(model.ncam)]
-  if render.camera not in names:
-    renderer.close()
-    raise ValueError(f"unknown camera {render.camera!r}; valid: {sorted(CAMERAS) + names}")
-  return renderer, render.camera, True
+  if render.camera not in CAMERAS:
+    return renderer, render.camera, True
+  c = CAMERAS[render.camera]
+  camera = mujoco.MjvCamera()
+  camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+  camera.lookat[:] = c.lookat
+  camera.distance, camera.azimuth, camera.elevation = c.distance, c.azimuth, c.elevation
+  return renderer, camera, False
 
 
 def _release_gl_context():
