@@ -15,6 +15,8 @@ INSTALL_REQUIRES = [
     "tqdm>=4.66",
     "pillow>=10",
     "matplotlib>=3.8",
+    "scikit-image>=0.22",   # its bundled sample photographs texture vcbench-nav
+    "scipy>=1.11",
 ]
 
 EXTRAS = {

@@ -5,7 +5,7 @@ rollout is a `lax.scan` over `step`. Batched envs carry a leading batch axis on 
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import jax
 from flax import struct
@@ -21,12 +21,15 @@ class EnvState:
     state, or the horizon); a done env is not stepped again and keeps its last obs.
   metrics: dict of arrays, e.g. `success` (ever succeeded this episode), `steps`.
   handle: int32 [...], the host-side slot of each env (`host.py`); zeros for JAX-native envs.
+  sim: the simulator's own state for JAX-native envs (a pytree, e.g. the nav agent's pose and
+    scene); None for host envs, whose state lives on the host.
   """
   obs: dict[str, jax.Array]
   reward: jax.Array
   done: jax.Array
   metrics: dict[str, jax.Array]
   handle: jax.Array
+  sim: Any = None
 
 
 class Env(Protocol):

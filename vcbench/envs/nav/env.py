@@ -1,0 +1,224 @@
+"""The vcbench-nav environment: a LoCoBot in a procedural apartment, pure JAX.
+
+    env = nav.make("pointnav", split="train", num_scenes=200, num_episodes=4000)
+    state = jax.vmap(env.reset)(jax.random.split(key, 64))
+    state = jax.vmap(env.step)(state, actions)          # jittable end to end
+
+`NavEnv` is a flax struct dataclass: its scene pool, episode set and texture atlas are pytree
+fields, so the env is passed *into* jitted functions as an argument (a big pool is not baked
+into the compiled program as a constant) and is sharded or replicated like any other pytree.
+Its settings (task, camera, sensors, step limit) are static fields.
+
+One env (no batch axis) per call; `vmap` batches. The agent (LoCoBot: disc of radius 0.18 m)
+moves 0.25 m or turns 30 degrees per action; a move whose end pose would overlap a wall or an
+object (or leave the navigable grid's reach, see `_act`) does not happen and counts as a
+failed action. END finishes the episode; success is the
+task's rule (`tasks.py`). With `auto_reset` a finished episode is replaced by a new one drawn
+from the episode set inside the same `step` (its first frame is the returned obs; reward, done
+and the episode's metrics are those of the finished one), so a training rollout renders once
+per step. Without it (evaluation) a done env stays put.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from vcbench.envs.core import EnvState
+from vcbench.envs.nav import episodes as ep
+from vcbench.envs.nav import geodesic
+from vcbench.envs.nav import render as rd
+from vcbench.envs.nav import scene as sc
+from vcbench.envs.nav import tasks as tk
+
+MOVE_AHEAD, ROTATE_LEFT, ROTATE_RIGHT, END = range(4)
+ACTIONS = ("MOVE_AHEAD", "ROTATE_LEFT", "ROTATE_RIGHT", "END")
+FORWARD_STEP = 0.25                 # metres
+TURN_ANGLE = math.radians(30.0)
+
+METRICS = ("success", "spl", "episode_return", "episode_length", "failed_actions",
+           "min_distance", "final_distance", "stop_failure", "difficulty")
+
+
+@struct.dataclass
+class NavSim:
+  """The simulator part of an EnvState (per env)."""
+  episode: jax.Array          # int32 index into the episode set
+  pos: jax.Array              # float32 [2] metres
+  heading: jax.Array          # float32 radians
+  steps: jax.Array            # int32 actions taken this episode
+  path_length: jax.Array      # float32 metres travelled
+  distance: jax.Array         # float32 geodesic distance to the goal now
+  min_distance: jax.Array
+  failed_actions: jax.Array   # int32 collisions
+  ep_return: jax.Array
+  goal_visible: jax.Array     # bool: goal category in the current view (ObjectNav)
+  key: jax.Array              # for drawing the next episode (auto_reset)
+
+
+@struct.dataclass
+class NavEnv:
+  scenes: sc.Scene
+  episodes: ep.Episodes
+  atlas: jax.Array
+  goal_images: jax.Array      # uint8 [N, H, W, 3] ImageNav goal views; [N, 0, 0, 3] otherwise
+  task: str = struct.field(pytree_node=False, default="pointnav")
+  camera: rd.Camera = struct.field(pytree_node=False, default=rd.Camera())
+  sensors: tuple = struct.field(pytree_node=False, default=("rgb", "depth"))
+  max_steps: int = struct.field(pytree_node=False, default=300)
+  auto_reset: bool = struct.field(pytree_node=False, default=True)
+
+  # -- the Env contract --------------------------------------------------------------------
+
+  @property
+  def num_actions(self) -> int:
+    return len(ACTIONS)
+
+  def observation_spec(self) -> dict[str, jax.ShapeDtypeStruct]:
+    key = jax.random.key(0)
+    return jax.eval_shape(lambda: self.reset(key).obs)
+
+  def reset(self, key: jax.Array) -> EnvState:
+    """A new episode drawn uniformly from the episode set."""
+    key, sub = jax.random.split(key)
+    index = jax.random.randint(sub, (), 0, len(self.episodes))
+    return self.reset_to(index, key)
+
+  def reset_to(self, index, key=None) -> EnvState:
+    """Starts episode `index` of the episode set (evaluation walks the set in order)."""
+    key = jax.random.key(0) if key is None else key
+    sim = self._start(jnp.asarray(index, jnp.int32), key)
+    obs, sim = self._observe(sim)
+    zero = jnp.zeros((), jnp.float32)
+    return EnvState(obs=obs, reward=zero, done=jnp.zeros((), bool),
+                    metrics=self._metrics(sim, jnp.zeros((), bool), zero),
+                    handle=jnp.zeros((), jnp.int32), sim=sim)
+
+  def step(self, state: EnvState, action: jax.Array) -> EnvState:
+    sim = state.sim
+    was_done = jnp.zeros((), bool) if self.auto_reset else state.done
+    action = jnp.asarray(action, jnp.int32)
+    moved = self._act(sim, action)
+    end = action == END
+    success = end & self._in_range(moved)
+    distance = moved.distance
+    reward = (sim.distance - distance) + tk.SUCCESS_REWARD * success + tk.SLACK_REWARD
+    moved = moved.replace(ep_return=sim.ep_return + reward)
+    done = end | (moved.steps >= self.max_steps)
+    metrics = self._metrics(moved, success, distance, stopped=end)
+    if self.auto_reset:
+      key, sub = jax.random.split(moved.key)
+      fresh = self._start(jax.random.randint(sub, (), 0, len(self.episodes)), key)
+      moved = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, moved)
+    else:  # a finished evaluation episode stays as it ended
+      moved = jax.tree.map(lambda a, b: jnp.where(was_done, a, b), sim, moved)
+      reward, done = jnp.where(was_done, 0.0, reward), done | was_done
+      metrics = jax.tree.map(lambda a, b: jnp.where(was_done, a, b), state.metrics, metrics)
+    obs, moved = self._observe(moved)
+    return EnvState(obs=obs, reward=reward.astype(jnp.float32), done=done, metrics=metrics,
+                    handle=state.handle, sim=moved)
+
+  # -- pieces -------------------------------------------------------------------------------
+
+  def scene(self, index) -> sc.Scene:
+    return jax.tree.map(lambda a: a[index], self.scenes)
+
+  def _episode(self, sim: NavSim):
+    return jax.tree.map(lambda a: a[sim.episode], self.episodes)
+
+  def _start(self, index, key) -> NavSim:
+    e = jax.tree.map(lambda a: a[index], self.episodes)
+    f32 = lambda x: jnp.asarray(x, jnp.float32)
+    return NavSim(episode=index, pos=f32(e.start), heading=f32(e.start_heading),
+                  steps=jnp.zeros((), jnp.int32), path_length=f32(0.0), distance=e.distance,
+                  min_distance=e.distance, failed_actions=jnp.zeros((), jnp.int32),
+                  ep_return=f32(0.0), goal_visible=jnp.zeros((), bool), key=key)
+
+  def _act(self, sim: NavSim, action) -> NavSim:
+    """Applies one action: turns always succeed; a blocked move leaves the pose unchanged."""
+    scene = self.scene(self.episodes.scene[sim.episode])
+    turn = jnp.where(action == ROTATE_LEFT, -TURN_ANGLE, jnp.where(action == ROTATE_RIGHT,
+                                                                  TURN_ANGLE, 0.0))
+    heading = jnp.mod(sim.heading + turn + jnp.pi, 2 * jnp.pi) - jnp.pi
+    step = FORWARD_STEP * jnp.stack([jnp.cos(sim.heading), jnp.sin(sim.heading)])
+    target = sim.pos + step
+    moving = action == MOVE_AHEAD
+    e = self._episode(sim)
+    target_distance = geodesic.distance_at(e.field, scene.navigable, target)
+    # A pose must also lie within reach of the navigable grid: pockets the grid does not
+    # cover (a gap between a wall and a sofa) would have no geodesic distance.
+    blocked = moving & (collides(scene, target) | (target_distance >= geodesic.UNREACHABLE))
+    pos = jnp.where(moving & ~blocked, target, sim.pos)
+    distance = jnp.where(moving & ~blocked, target_distance, sim.distance)
+    return sim.replace(pos=pos, heading=heading, steps=sim.steps + 1,
+                       path_length=sim.path_length + jnp.linalg.norm(pos - sim.pos),
+                       distance=distance, min_distance=jnp.minimum(sim.min_distance, distance),
+                       failed_actions=sim.failed_actions + blocked.astype(jnp.int32))
+
+  def near_goal(self, sim: NavSim) -> jax.Array:
+    """The distance part of the task's success rule at the current pose."""
+    t = tk.get(self.task)
+    if not t.needs_visible:
+      return sim.distance <= t.success_distance
+    e = self._episode(sim)
+    scene = self.scene(e.scene)
+    return ep.point_category_distance(scene, e.category, sim.pos) <= t.success_distance
+
+  def _in_range(self, sim: NavSim) -> jax.Array:
+    """The task's success rule at the current pose (before END is counted)."""
+    if tk.get(self.task).needs_visible:
+      return self.near_goal(sim) & sim.goal_visible
+    return self.near_goal(sim)
+
+  def _metrics(self, sim: NavSim, success, distance, stopped=None) -> dict[str, jax.Array]:
+    e = self._episode(sim)
+    f32 = lambda x: jnp.asarray(x, jnp.float32)
+    spl = success * e.distance / jnp.maximum(jnp.maximum(e.distance, sim.path_length), 1e-6)
+    stopped = jnp.zeros((), bool) if stopped is None else stopped
+    return dict(success=f32(success), spl=f32(spl), episode_return=f32(sim.ep_return),
+                episode_length=f32(sim.steps), failed_actions=f32(sim.failed_actions),
+                min_distance=f32(sim.min_distance), final_distance=f32(distance),
+                stop_failure=f32(stopped & ~success), difficulty=f32(e.difficulty))
+
+  def _observe(self, sim: NavSim) -> tuple[dict[str, jax.Array], NavSim]:
+    e = self._episode(sim)
+    scene = self.scene(e.scene)
+    want = tuple(s for s in rd.SENSORS if s in self.sensors or
+                 (s == "semantic" and self.task == "objectnav"))
+    frame = rd.render(scene, self.atlas, sim.pos, sim.heading, self.camera, want)
+    obs = {k: frame[k] for k in self.sensors}
+    if self.task == "pointnav":
+      obs["gps_compass"] = gps_compass(sim.pos, sim.heading, e.goal)
+    elif self.task == "objectnav":
+      obs["objectgoal"] = e.category - 1
+      sim = sim.replace(goal_visible=jnp.any(frame["semantic"] == sc.SEM_OBJECT0 + e.category - 1))
+    else:
+      obs["goal_rgb"] = self.goal_images[sim.episode]
+    return obs, sim
+
+
+def gps_compass(pos, heading, goal) -> jax.Array:
+  """The goal in the agent's frame, habitat's pointgoal_with_gps_compass as
+  (distance, cos, sin) of the bearing, so the policy never sees the angle wrap around."""
+  delta = goal - pos
+  rho = jnp.linalg.norm(delta)
+  phi = jnp.arctan2(delta[1], delta[0]) - heading
+  return jnp.stack([rho, jnp.cos(phi), jnp.sin(phi)]).astype(jnp.float32)
+
+
+def collides(scene: sc.Scene, xy) -> jax.Array:
+  """Whether the agent's disc at `xy` overlaps a wall or object cell (the 3x3 block around it
+  is all it can reach, since the radius is below one cell)."""
+  rc = geodesic.point_cell(xy)
+  offsets = jnp.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
+  g = scene.grid_size
+  cells = rc + offsets
+  inside = jnp.all((cells >= 0) & (cells < g), axis=-1)
+  cells = jnp.clip(cells, 0, g - 1)
+  solid = (scene.wall[cells[:, 0], cells[:, 1]] > 0) | (scene.obj_inst[cells[:, 0], cells[:, 1]] >= 0)
+  lo = cells[:, ::-1].astype(jnp.float32) * sc.CELL
+  nearest = jnp.clip(xy, lo, lo + sc.CELL)
+  touch = jnp.sum((nearest - xy) ** 2, axis=-1) < sc.AGENT_RADIUS ** 2
+  return jnp.any((solid | ~inside) & touch)
