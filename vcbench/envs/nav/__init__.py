@@ -5,6 +5,7 @@ protocols (CortexBench ImageNav/ObjectNav, RobustNav PointNav/ObjectNav) in proc
 apartments, rendered by a grid ray caster, all inside jit. Layout:
   scene.py     the scene format (grids of walls, floors, rooms, objects)
   scenes.py    procedural apartments from seeds; train/val/test scene splits
+  furniture.py furniture placement (plausible rooms, reachable, not in doorways)
   textures.py  the material atlas (bundled photographs and procedural textures)
   render.py    RGB / depth / semantics ray caster
   geodesic.py  shortest-path fields on the navigable grid

@@ -189,6 +189,8 @@ class NavEnv:
                  (s == "semantic" and self.task == "objectnav"))
     frame = rd.render(scene, self.atlas, sim.pos, sim.heading, self.camera, want)
     obs = {k: frame[k] for k in self.sensors}
+    if "depth" in obs:  # habitat's normalize_depth: [0, 1] = metres / max_depth
+      obs["depth"] = obs["depth"] / self.camera.max_depth
     if self.task == "pointnav":
       obs["gps_compass"] = gps_compass(sim.pos, sim.heading, e.goal)
     elif self.task == "objectnav":

@@ -1,0 +1,42 @@
+"""The loop-safe convolution equals lax.conv in value and in both gradients, and matches nn.Conv."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import vcbench  # noqa: F401
+from vcbench.models import trainable_conv
+
+
+@pytest.mark.parametrize("shape,kernel,stride,padding", [
+    ((3, 17, 15, 2), (8, 8), 4, "SAME"), ((2, 8, 8, 5), (4, 4), 2, "SAME"),
+    ((2, 6, 7, 3), (3, 3), 1, 1), ((2, 9, 9, 3), (3, 3), 2, "VALID")])
+def test_value_and_gradients_match_lax_conv(shape, kernel, stride, padding):
+  kx, kw, ky = jax.random.split(jax.random.key(0), 3)
+  x = jax.random.normal(kx, shape)
+  w = jax.random.normal(kw, (*kernel, shape[-1], 6))
+  pads = padding if isinstance(padding, str) else ((padding, padding),) * 2
+  ref = lambda x, w: jax.lax.conv_general_dilated(x, w, (stride, stride), pads,
+                                                  dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  ours = lambda x, w: trainable_conv.conv2d(x, w, stride, padding)
+  y = ref(x, w)
+  np.testing.assert_allclose(ours(x, w), y, rtol=1e-5, atol=1e-5)
+  probe = jax.random.normal(ky, y.shape)
+  loss = lambda f: lambda x, w: jnp.sum(f(x, w) * probe)
+  for a, b in zip(jax.grad(loss(ref), (0, 1))(x, w), jax.grad(loss(ours), (0, 1))(x, w)):
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+
+
+def test_module_matches_flax_conv_with_the_same_params():
+  x = jax.random.normal(jax.random.key(1), (2, 12, 12, 3))
+  ref = nn.Conv(8, (4, 4), strides=2, padding="SAME")
+  params = ref.init(jax.random.key(2), x)
+  ours = trainable_conv.Conv(8, (4, 4), strides=2, padding="SAME")
+  assert jax.tree.map(jnp.shape, ours.init(jax.random.key(2), x)) == jax.tree.map(jnp.shape, params)
+  np.testing.assert_allclose(ours.apply(params, x), ref.apply(params, x), rtol=1e-5, atol=1e-5)
+
+
+def test_bad_padding_is_named():
+  with pytest.raises(ValueError, match="padding"):
+    trainable_conv.conv2d(jnp.ones((1, 4, 4, 1)), jnp.ones((3, 3, 1, 1)), 1, "FULL")

@@ -1,0 +1,91 @@
+"""Evaluation of navigation policies on a fixed episode set (vcbench-nav; RobustNav metrics).
+
+    results = nav.evaluate(policy, params, env, batch=64, key=key)   # per-episode arrays
+    summary = nav.summarize(results)   # SR, SPL (%), by difficulty, behaviour metrics
+
+Each batch of episodes runs as one jitted `lax.while_loop` that stops when every episode of the
+batch has ended (END or the task's step limit), so easy batches do not pay for the step limit.
+The env must not auto-reset (`nav.make(..., split='val')` gives such an env): a finished
+episode keeps its final metrics while the others go on. Actions are sampled from the policy
+with a fixed key (habitat-baselines' evaluation samples too), or taken greedily.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vcbench.envs.nav import tasks as tk
+from vcbench.envs.nav.env import METRICS
+
+# (params, frozen, obs, carry, prev_action, start) -> (carry, logits [B, A], value [B])
+PolicyStep = Callable[..., tuple[Any, jax.Array, jax.Array]]
+
+
+@functools.partial(jax.jit, static_argnames=("policy_step", "initial_carry", "greedy"))
+def _run_batch(env, params, frozen, indices, key, policy_step, initial_carry, greedy):
+  state = jax.vmap(env.reset_to)(indices)
+  n = indices.shape[0]
+  carry = (state, initial_carry(n), jnp.zeros((n,), jnp.int32), jnp.ones((n,), bool), key,
+           jnp.zeros((), jnp.int32))
+
+  def live(c):
+    return jnp.any(~c[0].done) & (c[5] < env.max_steps)
+
+  def body(c):
+    state, rnn, prev_action, start, key, t = c
+    key, sub = jax.random.split(key)
+    rnn, logits, _ = policy_step(params, frozen, state.obs, rnn, prev_action, start)
+    action = (jnp.argmax(logits, -1) if greedy else jax.random.categorical(sub, logits))
+    action = action.astype(jnp.int32)
+    state = jax.vmap(env.step)(state, action)
+    return state, rnn, action, jnp.zeros_like(start), key, t + 1
+
+  state = jax.lax.while_loop(live, body, carry)[0]
+  return state.metrics
+
+
+def evaluate(policy_step: PolicyStep, initial_carry: Callable[[int], Any], params, env, *,
+             frozen=None, batch: int = 64, key: Optional[jax.Array] = None,
+             greedy: bool = False, num_episodes: int = 0) -> dict[str, np.ndarray]:
+  """Runs the first `num_episodes` (0: all) episodes of `env`'s set; per-episode metrics.
+
+  policy_step / initial_carry: the policy's acting function and zero recurrent state (a
+    trainer's `policy_step` and `policy.initial_carry`); both must be hashable (jit-static).
+  """
+  if env.auto_reset:
+    raise ValueError("nav.evaluate needs an env without auto_reset (episodes must end and "
+                     "stay ended); build it with nav.make(..., auto_reset=False).")
+  total = len(env.episodes) if num_episodes <= 0 else min(num_episodes, len(env.episodes))
+  key = jax.random.key(0) if key is None else key
+  out = {k: [] for k in METRICS}
+  for i, start in enumerate(range(0, total, batch)):
+    idx = np.arange(start, start + batch) % total     # the last batch repeats, then is cut
+    m = _run_batch(env, params, frozen, jnp.asarray(idx, jnp.int32), jax.random.fold_in(key, i),
+                   policy_step, initial_carry, greedy)
+    keep = min(batch, total - start)
+    for k in METRICS:
+      out[k].append(np.asarray(m[k])[:keep])
+  return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def summarize(results: dict[str, np.ndarray], task: str) -> dict[str, float]:
+  """SR and SPL in %, overall and per RobustNav difficulty bin, plus behaviour metrics."""
+  t = tk.get(task)
+  out = {"episodes": float(len(results["success"])),
+         "success": 100.0 * float(np.mean(results["success"])),
+         "spl": 100.0 * float(np.mean(results["spl"])),
+         "failed_actions": float(np.mean(results["failed_actions"])),
+         "min_distance": float(np.mean(results["min_distance"])),
+         "stop_failure": 100.0 * float(np.mean(results["stop_failure"])),
+         "episode_length": float(np.mean(results["episode_length"]))}
+  for i, (name, _, _) in enumerate(t.bins):
+    sel = results["difficulty"] == i
+    if sel.any():
+      out[f"success_{name}"] = 100.0 * float(np.mean(results["success"][sel]))
+      out[f"spl_{name}"] = 100.0 * float(np.mean(results["spl"][sel]))
+  return out
+

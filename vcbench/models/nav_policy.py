@@ -1,0 +1,248 @@
+"""Recurrent actor-critic for navigation over dict observations (habitat-baselines / CortexBench).
+
+    policy = NavPolicy(num_actions=4, hidden=512, rnn="lstm", rnn_layers=2)
+    carry = policy.initial_carry(batch)
+    # Training: a [T, B] sequence with per-step episode starts.
+    carry, logits, value = policy.apply(variables, obs, carry, prev_action, start)
+    # Acting: one step, leaves [B, ...].
+    carry, logits, value = policy.apply(variables, obs, carry, prev_action, start,
+                                        method=NavPolicy.step)
+
+Observations (all optional except at least one input):
+- 'rgb' uint8 [H, W, 3], 'depth' float32 [H, W, 1]: habitat's SimpleCNN from scratch over the
+  channel-stacked image (rgb / 255, depth as given); 'goal_rgb' (ImageNav) gets its own CNN.
+  With a frozen PVR (`pvr`, see `frozen_pvr`), rgb and goal_rgb go through the zoo encoder
+  (under stop_gradient: its variables are an argument, never trained) and each through its
+  own CortexBench compression layer (eai-vc `create_compression_layer`: conv 3x3 to
+  round(2048 / g^2) channels, GroupNorm(1), ReLU, flatten) and `visual_fc` (linear + ReLU);
+  depth then gets a SimpleCNN alone.
+- any rank-1 float vector (e.g. 'gps_compass'): concatenated as is.
+- 'objectgoal' int32 []: a 32-d embedding of the category (eai-vc's EAINet).
+- the previous action: a 32-d embedding of `prev_action + 1`, index 0 at an episode's start
+  (habitat's start token).
+The features go through a stack of `rnn_layers` LSTM or GRU cells (a `nn.scan` over time)
+whose state is zeroed where `start` is True, then linear actor (logits) and critic heads.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from vcbench.models.trainable_conv import Conv
+
+IMAGE_KEYS = ("rgb", "depth", "goal_rgb")
+OBJECTGOAL = "objectgoal"
+RNN_TYPES = ("lstm", "gru")
+
+# (frozen variables, uint8 images [B, H, W, 3]) -> patch tokens [B, N, D].
+TokenFn = Callable[[Any, jax.Array], jax.Array]
+
+
+def frozen_pvr(encoder) -> TokenFn:
+  """The token function of a `zoo.Encoder`, without its params (they are passed at call time,
+  so big encoders are a jit argument rather than constants baked into the program)."""
+  stripped = type(encoder)(encoder.module, None, encoder.preprocess)
+  return lambda variables, images: stripped.apply(variables, images)["tokens"]
+
+
+def unsupported_obs(spec: dict[str, Any]) -> list[str]:
+  """Keys of an observation spec (per env, no batch axis) the policy cannot consume."""
+  bad = []
+  for key, s in spec.items():
+    if key in IMAGE_KEYS:
+      ok = len(s.shape) == 3
+    elif key == OBJECTGOAL:
+      ok = len(s.shape) == 0 and jnp.issubdtype(s.dtype, jnp.integer)
+    else:
+      ok = len(s.shape) == 1 and jnp.issubdtype(s.dtype, jnp.floating)
+    if not ok:
+      bad.append(f"{key} {tuple(s.shape)} {jnp.dtype(s.dtype).name}")
+  return bad
+
+
+def compression_channels(grid: int, flat_size: int = 2048) -> int:
+  """eai-vc: channels such that the flattened g x g x C map has about `flat_size` entries."""
+  return int(round(flat_size / grid ** 2))
+
+
+class SimpleCNN(nn.Module):
+  """habitat-baselines' SimpleCNN: convs 8x8/4 (32), 4x4/2 (64), 3x3/1 (32), flatten, linear,
+  ReLU. SAME padding (habitat: none) so that small frames (tests, low-res nav) keep >= 1 cell.
+  The convs are `trainable_conv.Conv`: XLA's kernel gradient is very slow inside the training
+  scan on CPU."""
+  out_dim: int
+
+  @nn.compact
+  def __call__(self, x):
+    for i, (features, kernel, stride) in enumerate(((32, 8, 4), (64, 4, 2), (32, 3, 1))):
+      x = Conv(features, (kernel, kernel), strides=stride, padding="SAME")(x)
+      x = nn.relu(x) if i < 2 else x
+    return nn.relu(nn.Dense(self.out_dim)(x.reshape(x.shape[0], -1)))
+
+
+class CompressionLayer(nn.Module):
+  """CortexBench's nav compression of patch tokens [B, g*g, D] -> [B, g*g*C] (C from
+  `compression_channels`): conv 3x3 (no bias), GroupNorm with one group, ReLU, flatten."""
+  flat_size: int = 2048
+
+  @nn.compact
+  def __call__(self, tokens):
+    b, n, d = tokens.shape
+    grid = math.isqrt(n)
+    if grid * grid != n:
+      raise ValueError(f"CompressionLayer needs a square token grid, got {n} tokens")
+    x = tokens.reshape(b, grid, grid, d)
+    x = Conv(compression_channels(grid, self.flat_size), (3, 3), padding=1, use_bias=False)(x)
+    x = nn.relu(nn.GroupNorm(num_groups=1, epsilon=1e-5)(x))
+    return x.reshape(b, -1)
+
+
+class PVRVisual(nn.Module):
+  """Frozen-encoder tokens -> compression layer -> `visual_fc` (linear + ReLU)."""
+  out_dim: int
+  flat_size: int = 2048
+
+  @nn.compact
+  def __call__(self, tokens):
+    return nn.relu(nn.Dense(self.out_dim)(CompressionLayer(self.flat_size)(tokens)))
+
+
+def _zero_where(start, carry):
+  """Resets the recurrent state of the envs whose episode starts at this step."""
+  return jax.tree.map(lambda c: jnp.where(start[:, None], jnp.zeros_like(c), c), carry)
+
+
+class _RecurrentStep(nn.Module):
+  """One time step of the stacked RNN: (carry, (x [B, F], start [B])) -> (carry, h [B, H])."""
+  rnn: str
+  layers: int
+  hidden: int
+
+  @nn.compact
+  def __call__(self, carry, inputs):
+    x, start = inputs
+    carry = _zero_where(start, carry)
+    new = []
+    for i in range(self.layers):
+      cell = (nn.OptimizedLSTMCell(self.hidden, name=f"lstm_{i}") if self.rnn == "lstm"
+              else nn.GRUCell(self.hidden, name=f"gru_{i}"))
+      layer_carry, x = cell(carry[i], x)
+      new.append(layer_carry)
+    return tuple(new), x
+
+
+# The whole sequence in one scan; parameters are shared over time.
+_RecurrentScan = nn.scan(_RecurrentStep, variable_broadcast="params",
+                         split_rngs={"params": False}, in_axes=0, out_axes=0)
+
+
+def initial_carry(rnn: str, layers: int, hidden: int, batch: int):
+  """Zero recurrent state: per layer (c, h) for LSTMs, h for GRUs, each [batch, hidden]."""
+  zeros = lambda: jnp.zeros((batch, hidden), jnp.float32)
+  return tuple((zeros(), zeros()) if rnn == "lstm" else zeros() for _ in range(layers))
+
+
+class NavPolicy(nn.Module):
+  """Recurrent actor-critic; see the module docstring for the observation handling.
+
+  Attributes:
+    num_actions: discrete actions.
+    hidden: width of the visual features and of the RNN (habitat's hidden_size).
+    rnn: 'lstm' or 'gru'.
+    rnn_layers: stacked recurrent layers (2 in CortexBench nav).
+    embed_dim: width of the previous-action and object-goal embeddings.
+    num_object_categories: size of the 'objectgoal' embedding table.
+    compression_size: flattened size of the compressed PVR token map (eai-vc: 2048).
+    pvr: the frozen encoder's token function (`frozen_pvr`), or None for the SimpleCNN.
+  """
+  num_actions: int
+  hidden: int = 512
+  rnn: str = "lstm"
+  rnn_layers: int = 2
+  embed_dim: int = 32
+  num_object_categories: int = 7
+  compression_size: int = 2048
+  pvr: Optional[TokenFn] = None
+
+  def initial_carry(self, batch: int):
+    return initial_carry(self.rnn, self.rnn_layers, self.hidden, batch)
+
+  @nn.compact
+  def __call__(self, obs, carry, prev_action, start, frozen=None):
+    """Sequence path. obs leaves [T, B, ...], prev_action int [T, B], start bool [T, B] (the
+    obs at t begins an episode), carry leaves [B, ...] (state before step 0), frozen: the PVR's
+    variables. Returns (carry after step T-1, logits [T, B, A], value [T, B])."""
+    if self.rnn not in RNN_TYPES:
+      raise ValueError(f"NavPolicy.rnn must be one of {RNN_TYPES}, got {self.rnn!r}")
+    t, b = start.shape
+    # Env-major flattening: when the env axis is sharded over devices, [B*T] stays split in
+    # contiguous blocks, so the per-frame encoders run data parallel (a time-major [T*B]
+    # would be gathered onto every device).
+    flat = lambda x: jnp.swapaxes(x, 0, 1).reshape(b * t, *x.shape[2:])
+    x = self._features(jax.tree.map(flat, obs), flat(prev_action), flat(start), frozen)
+    x = jnp.swapaxes(x.reshape(b, t, -1), 0, 1)
+    carry, h = _RecurrentScan(self.rnn, self.rnn_layers, self.hidden, name="rnn")(
+        carry, (x, start))
+    logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01),
+                      name="actor")(h)
+    value = nn.Dense(1, name="critic")(h)[..., 0]
+    return carry, logits, value
+
+  def step(self, obs, carry, prev_action, start, frozen=None):
+    """Acting path: one step, leaves [B, ...]; returns (carry, logits [B, A], value [B])."""
+    add_time = lambda x: x[None]
+    carry, logits, value = self(jax.tree.map(add_time, obs), carry, add_time(prev_action),
+                                add_time(start), frozen)
+    return carry, logits[0], value[0]
+
+  def _features(self, obs, prev_action, start, frozen):
+    """Per-step input of the RNN, [N, F], from flat observations [N, ...]."""
+    unknown = sorted(k for k, v in obs.items()
+                     if k not in IMAGE_KEYS and k != OBJECTGOAL and v.ndim != 2)
+    if unknown:
+      raise ValueError(f"NavPolicy cannot consume observations {unknown}; supported: "
+                       f"{IMAGE_KEYS}, '{OBJECTGOAL}' and rank-1 float vectors")
+    parts = self._visual(obs, frozen)
+    parts += [obs[k].astype(jnp.float32) for k in sorted(obs)
+              if k not in IMAGE_KEYS and k != OBJECTGOAL]
+    if OBJECTGOAL in obs:
+      parts.append(nn.Embed(self.num_object_categories, self.embed_dim, name="objectgoal_embed")(
+          obs[OBJECTGOAL].astype(jnp.int32)))
+    # Index 0 is habitat's start token: the previous action is meaningless at an episode start.
+    token = jnp.where(start, 0, prev_action.astype(jnp.int32) + 1)
+    parts.append(nn.Embed(self.num_actions + 1, self.embed_dim, name="prev_action_embed")(token))
+    return jnp.concatenate(parts, axis=-1)
+
+  def _visual(self, obs, frozen):
+    """Visual features: [rgb(+depth) features, goal features] as present."""
+    parts, cnn_inputs = [], []
+    if "rgb" in obs:
+      if self.pvr is None:
+        cnn_inputs.append(obs["rgb"].astype(jnp.float32) / 255.0)
+      else:
+        parts.append(PVRVisual(self.hidden, self.compression_size, name="rgb_visual")(
+            self._tokens(obs["rgb"], frozen)))
+    if "depth" in obs:
+      cnn_inputs.append(obs["depth"].astype(jnp.float32))
+    if cnn_inputs:
+      parts.insert(0, SimpleCNN(self.hidden, name="visual_cnn")(
+          jnp.concatenate(cnn_inputs, axis=-1)))
+    if "goal_rgb" in obs:
+      if self.pvr is None:
+        parts.append(SimpleCNN(self.hidden, name="goal_cnn")(
+            obs["goal_rgb"].astype(jnp.float32) / 255.0))
+      else:
+        parts.append(PVRVisual(self.hidden, self.compression_size, name="goal_visual")(
+            self._tokens(obs["goal_rgb"], frozen)))
+    return parts
+
+  def _tokens(self, images, frozen):
+    if frozen is None:
+      raise ValueError("NavPolicy with a frozen PVR needs its variables: pass frozen=...")
+    # The encoder is frozen: no gradient reaches it (its variables are not trained anyway;
+    # stopping here also spares the backward pass through it).
+    return jax.lax.stop_gradient(self.pvr(jax.lax.stop_gradient(frozen), images))
