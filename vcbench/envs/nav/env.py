@@ -17,6 +17,11 @@ task's rule (`tasks.py`). With `auto_reset` a finished episode is replaced by a 
 from the episode set inside the same `step` (its first frame is the returned obs; reward, done
 and the episode's metrics are those of the finished one), so a training rollout renders once
 per step. Without it (evaluation) a done env stays put.
+
+Observations: the chosen sensors ('rgb' uint8 [H, W, 3]; 'depth' float32 [H, W, 1] in [0, 1],
+metres / camera.max_depth as habitat's normalize_depth; 'semantic' int32 [H, W]) plus the
+goal: 'gps_compass' (PointNav, `gps_compass`), 'objectgoal' (ObjectNav, category - 1) or
+'goal_rgb' (ImageNav, the view from the goal pose).
 """
 from __future__ import annotations
 

@@ -28,8 +28,9 @@ class Episodes:
 
   scene: int32 [N] index into the env's scene pool.
   start: float32 [N, 2] metres; start_heading: float32 [N] radians.
-  goal: float32 [N, 2] the point goal / ImageNav goal position (ObjectNav: the nearest
-    success cell's centre, for display only); goal_heading: float32 [N] (ImageNav).
+  goal: float32 [N, 2] the point goal / ImageNav goal position (ObjectNav: the centre of the
+    goal-category instance nearest the start in a straight line, for display only);
+    goal_heading: float32 [N] (ImageNav).
   category: int32 [N] ObjectNav goal category (1..6), 0 for the other tasks.
   distance: float32 [N] geodesic start-to-goal distance in metres (SPL's shortest path).
   difficulty: int32 [N] RobustNav difficulty bin (0 easy, 1 medium, 2 hard).
@@ -127,7 +128,8 @@ def generate(scenes: sc.Scene, task: str, num: int, seed: int, *, balanced: bool
   counts = np.zeros(n_bins, int)
   rng = np.random.default_rng([seed, list(tk.TASKS).index(task)])
   for _ in range(max_batches):
-    cand = _draw_candidates(rng, t, cells, cats, n_scenes, batch)
+    cand = _draw_candidates(rng, t, cells, cats, np.asarray(scenes.obj_inst),
+                            np.asarray(scenes.inst_cat), n_scenes, batch)
     fields = np.asarray(_candidate_fields(scenes, task, cand["scene"], cand["goal"],
                                           cand["category"]))
     rc = np.floor(cand["start"][:, ::-1] / sc.CELL).astype(int)
@@ -149,13 +151,28 @@ def generate(scenes: sc.Scene, task: str, num: int, seed: int, *, balanced: bool
       f"{max_batches * batch} candidates; use more or larger scenes, or fewer episodes.")
 
 
-def _draw_candidates(rng, t: tk.Task, cells, cats, n_scenes, batch) -> dict[str, np.ndarray]:
+def _nearest_instance_cell(obj_inst, inst_cat, category, rc) -> np.ndarray:
+  """(row, col) of the centre cell of the `category` instance nearest to cell `rc`."""
+  best, best_d = np.asarray(rc), np.inf
+  for i in np.flatnonzero(inst_cat == category):
+    cells = np.argwhere(obj_inst == i)
+    centre = cells[np.argmin(np.abs(cells - cells.mean(0)).sum(1))]
+    d = np.hypot(*(centre - rc))
+    if d < best_d:
+      best, best_d = centre, d
+  return best
+
+
+def _draw_candidates(rng, t: tk.Task, cells, cats, scenes_inst, scenes_cat, n_scenes,
+                     batch) -> dict[str, np.ndarray]:
   scene = rng.integers(0, n_scenes, batch)
   start = np.stack([cells[s][rng.integers(len(cells[s]))] for s in scene])
   goal = np.stack([cells[s][rng.integers(len(cells[s]))] for s in scene])
   category = np.zeros(batch, np.int32)
   if t.name == "objectnav":
     category = np.array([rng.choice(cats[s]) if len(cats[s]) else 0 for s in scene], np.int32)
+    goal = np.stack([_nearest_instance_cell(scenes_inst[s], scenes_cat[s], c, rc)
+                     for s, c, rc in zip(scene, category, start)])
   to_xy = lambda rc: ((rc[:, ::-1] + 0.5) * sc.CELL).astype(np.float32)
   return dict(scene=scene.astype(np.int32), start=to_xy(start),
               start_heading=rng.uniform(-np.pi, np.pi, batch).astype(np.float32),

@@ -225,7 +225,10 @@ def _shade(scene, atlas, pos, angles, cos_off, rays, region, z, k, obj):
                    [inst_mat + 0 * region, rays["wall_mat"] + 0 * region, floor_mat],
                    scene.ceiling + 0 * region)
   u = jnp.select([is_front, is_wall], [u_obj + 0 * v_face, u_wall + 0 * v_face], u_flat)
-  v = jnp.where(is_front | is_wall, v_face, v_flat)
+  # An object's texture spans its whole height (a TV's bezel frames the box), walls repeat.
+  obj_h = jnp.asarray(sc.CATEGORY_HEIGHT, jnp.float32)[scene.inst_cat[obj]]
+  v_obj = jnp.clip(1.0 - height / jnp.maximum(obj_h, 1e-3), 0.0, 1.0)
+  v = jnp.where(is_front, v_obj, jnp.where(is_wall, v_face, v_flat))
   atlas = jnp.asarray(atlas)
   size = atlas.shape[1]
   iu = jnp.clip((u * size).astype(jnp.int32), 0, size - 1)
