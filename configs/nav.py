@@ -1,10 +1,13 @@
 """vcbench-nav: train a navigation agent (PPO or imitation) in procedural apartments, evaluate
-it on held-out val apartments (SR, SPL, RobustNav difficulty bins), store the result.
+it on held-out apartments (SR, SPL, RobustNav difficulty bins), store the result. The val
+split chooses the checkpoint (validated after every chunk), the test split is reported.
 
   python -m launch.main --config configs/nav.py:pointnav_depth   # README learning result:
         # depth 32x32 + GPS/compass, SimpleCNN + LSTM, PPO; ~60 min on 2 CPU cores
-  python -m launch.main --config configs/nav.py:objectnav_bc     # RGB-D, shortest-path expert
-  python -m launch.main --config configs/nav.py:imagenav         # RGB + goal image, PPO
+  python -m launch.main --config configs/nav.py:objectnav_bc     # RGB-D 32x32, imitation of the
+        # shortest-path expert, 0.6M steps
+  python -m launch.main --config configs/nav.py:imagenav         # RGB 32x32 + goal image, PPO,
+        # 0.6M steps
   python -m launch.main --config configs/nav.py:pointnav_depth --config.ppo.policy.encoder=vc1_vitb \\
       --config.ppo.policy.checkpoint=/path/vc1_vitb.pth --config.sensors='("rgb",)'
 
@@ -43,12 +46,14 @@ def get_config(arg=None):
   c.grid_size = 32            # apartments of up to 8 m x 8 m (RoboTHOR-sized).
   c.train_scenes = 400
   c.train_episodes = 8000
-  c.val_scenes = 15           # RobustNav evaluates on RoboTHOR's 15 val scenes.
-  c.val_episodes = 300        # balanced over the three difficulty bins.
-  c.eval_batch = 100
+  c.val_scenes = 15           # RobustNav evaluates on RoboTHOR's 15 val scenes (and so many
+                              # test scenes here).
+  c.val_episodes = 150        # after every chunk, to choose the checkpoint; balanced bins.
+  c.test_episodes = 300       # the reported numbers; balanced over the difficulty bins.
+  c.eval_batch = 150
   c.eval_greedy = False
   c.algo = "ppo"              # 'ppo' or 'bc'
-  c.chunk_updates = 50        # updates per checkpoint.
+  c.chunk_updates = 100       # updates per checkpoint and validation.
   c.seed = 0
   c.policy = ppo.default_config().policy   # shared by both algorithms
   c.policy.hidden = 256
@@ -56,20 +61,20 @@ def get_config(arg=None):
   c.ppo = _algo(ppo.default_config())
   c.ppo.num_envs = 64
   c.ppo.rollout_len = 64
-  c.ppo.num_updates = 1500    # 6.1M env steps
+  c.ppo.num_updates = 900     # 3.7M env steps
   c.bc = _algo(nav_bc.default_config())
   if arg == "pointnav_rgb":
     c.sensors = ("rgb",)
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
-    c.height = c.width = 64
-    c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 600
+    c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps
   elif arg == "imagenav":
     c.task, c.sensors = "imagenav", ("rgb",)
-    c.height = c.width = 64
     c.train_episodes = 4000   # each carries its goal image
+    c.ppo.num_updates = 150   # 0.6M env steps
   elif arg == "tiny":
     c.train_scenes, c.train_episodes, c.val_scenes, c.val_episodes = 4, 64, 2, 6
+    c.test_episodes = 6
     c.height = c.width = 16
     c.eval_batch = 6
     c.chunk_updates = 2

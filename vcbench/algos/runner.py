@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import numpy as np
@@ -42,10 +42,15 @@ def _config_changes(saved: str, config) -> str:
 
 
 def run(trainer, config, workdir, chunk_updates: int = 100, *, max_to_keep: int = 2,
-        stop_at: Optional[int] = None) -> tuple[Any, dict[str, np.ndarray]]:
+        stop_at: Optional[int] = None,
+        after_chunk: Optional[Callable[[int, Any], None]] = None
+        ) -> tuple[Any, dict[str, np.ndarray]]:
   """Trains `trainer` (built from `config`; the seed is config.seed) under `workdir`.
 
   stop_at: return once this many updates are done (a job's time slot; a later call resumes).
+  after_chunk: called as after_chunk(updates_done, state) once each chunk is checkpointed
+    (e.g. validation and best-checkpoint selection); it must be idempotent for a given
+    `updates_done`, since a run killed inside it repeats it on resume.
   Returns (state, metrics {name: np.ndarray [updates done]}).
   """
   if not isinstance(chunk_updates, int) or chunk_updates < 1:
@@ -62,6 +67,8 @@ def run(trainer, config, workdir, chunk_updates: int = 100, *, max_to_keep: int 
       target = {"state": trainer.abstract_state(), "metrics": trainer.abstract_metrics(done)}
       restored = ckpt.restore(done, target=target)
       state, metrics = restored["state"], jax.device_get(restored["metrics"])
+      if after_chunk is not None:  # in case the run was killed inside it
+        after_chunk(done, state)
     end = trainer.num_updates if stop_at is None else min(stop_at, trainer.num_updates)
     while done < end:
       n = min(chunk_updates, end - done)
@@ -71,4 +78,6 @@ def run(trainer, config, workdir, chunk_updates: int = 100, *, max_to_keep: int 
       done += n
       ckpt.save(done, {"state": state, "metrics": metrics},
                 metadata={"config": fingerprint(config), "updates": done})
+      if after_chunk is not None:
+        after_chunk(done, state)
   return state, metrics

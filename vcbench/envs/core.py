@@ -33,7 +33,7 @@ class EnvState:
 
 
 class Env(Protocol):
-  """What a rollout needs from an environment."""
+  """What a rollout needs from a batched (host-simulator) environment (`host.py`)."""
 
   @property
   def num_envs(self) -> int: ...
@@ -49,3 +49,23 @@ class Env(Protocol):
 
   def step(self, state: EnvState, action: jax.Array) -> EnvState: ...
 
+
+
+class JaxEnv(Protocol):
+  """A JAX-native env (vcbench-nav): one env per call, batched with `vmap`.
+
+  It is a pytree (a flax struct dataclass) whose data are leaves and whose settings are static,
+  so it is passed *into* jitted functions rather than closed over. Randomness lives in
+  `state.sim`, so `step` needs no key; with auto-reset, `step` starts the next episode itself
+  (see `vcbench.envs.nav.env`).
+  """
+
+  @property
+  def num_actions(self) -> int: ...
+
+  def observation_spec(self) -> dict[str, jax.ShapeDtypeStruct]:
+    """Per-env observation shapes and dtypes (no batch axis)."""
+
+  def reset(self, key: jax.Array) -> EnvState: ...
+
+  def step(self, state: EnvState, action: jax.Array) -> EnvState: ...

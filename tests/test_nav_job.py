@@ -1,0 +1,60 @@
+"""The vcbench-nav job end to end on the tiny variant: train -> checkpoint -> evaluate on val
+-> result store; a re-run resumes (no retraining, no re-evaluation); config refusals."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from configs import nav as nav_config
+from launch import jobs
+from vcbench import config as config_lib
+from vcbench.reports import store as store_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _launch(*args, timeout=900):
+  return subprocess.run([sys.executable, "-m", "launch.main", *args], cwd=ROOT,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "bc"])
+def test_tiny_job_trains_evaluates_stores_and_resumes(tmp_path, algo):
+  args = ["--config", "configs/nav.py:tiny", f"--config.workdir={tmp_path}",
+          f"--config.algo={algo}"]
+  first = _launch(*args)
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "| SR | SPL | SR easy | SR medium | SR hard |" in first.stdout
+  rows = store_lib.ResultStore(tmp_path / "results.jsonl").to_rows()
+  assert len(rows) == 1
+  row = rows[0]
+  assert (row["benchmark"], row["task"], row["pvr"], row["adaptation"]) == (
+      "vcbench-nav", "pointnav", "scratch_cnn", "scratch")
+  assert row["episodes"] == 6 and 0 <= row["success"] <= 100 and 0 <= row["spl"] <= 100
+  curve = json.loads((tmp_path / "tiny" / "curve.json").read_text())
+  assert len(curve["success"]) == 4
+  again = _launch(*args)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "update 1 " not in again.stdout                     # resumed: nothing retrained
+  assert len(store_lib.ResultStore(tmp_path / "results.jsonl").to_rows()) == 1
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"task": "pointgoal"}, "task"),
+    ({"algo": "dagger"}, "algo"),
+    ({"sensors": ("lidar",)}, "sensors"),
+    ({"hfov": 200.0}, "hfov"),
+])
+def test_bad_configs_are_refused_before_work(override, message):
+  config = nav_config.get_config("tiny")
+  for k, v in override.items():
+    config[k] = v
+  with pytest.raises((config_lib.ConfigError, ValueError), match=message):
+    jobs.resolve(config)
+
+
+def test_unknown_variant_is_named():
+  with pytest.raises(ValueError, match="unknown variant 'pointnav_lidar'"):
+    nav_config.get_config("pointnav_lidar")
