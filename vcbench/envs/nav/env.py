@@ -130,7 +130,8 @@ class NavEnv:
   def scene(self, index) -> sc.Scene:
     return jax.tree.map(lambda a: a[index], self.scenes)
 
-  def _episode(self, sim: NavSim):
+  def episode(self, sim: NavSim) -> ep.Episodes:
+    """The current episode of `sim` (its row of the episode set)."""
     return jax.tree.map(lambda a: a[sim.episode], self.episodes)
 
   def _start(self, index, key) -> NavSim:
@@ -150,7 +151,7 @@ class NavEnv:
     step = FORWARD_STEP * jnp.stack([jnp.cos(sim.heading), jnp.sin(sim.heading)])
     target = sim.pos + step
     moving = action == MOVE_AHEAD
-    e = self._episode(sim)
+    e = self.episode(sim)
     target_distance = geodesic.distance_at(e.field, scene.navigable, target)
     # A pose must also lie within reach of the navigable grid: pockets the grid does not
     # cover (a gap between a wall and a sofa) would have no geodesic distance.
@@ -167,7 +168,7 @@ class NavEnv:
     t = tk.get(self.task)
     if not t.needs_visible:
       return sim.distance <= t.success_distance
-    e = self._episode(sim)
+    e = self.episode(sim)
     scene = self.scene(e.scene)
     return ep.point_category_distance(scene, e.category, sim.pos) <= t.success_distance
 
@@ -178,7 +179,7 @@ class NavEnv:
     return self.near_goal(sim)
 
   def _metrics(self, sim: NavSim, success, distance, stopped=None) -> dict[str, jax.Array]:
-    e = self._episode(sim)
+    e = self.episode(sim)
     f32 = lambda x: jnp.asarray(x, jnp.float32)
     spl = success * e.distance / jnp.maximum(jnp.maximum(e.distance, sim.path_length), 1e-6)
     stopped = jnp.zeros((), bool) if stopped is None else stopped
@@ -188,7 +189,7 @@ class NavEnv:
                 stop_failure=f32(stopped & ~success), difficulty=f32(e.difficulty))
 
   def _observe(self, sim: NavSim) -> tuple[dict[str, jax.Array], NavSim]:
-    e = self._episode(sim)
+    e = self.episode(sim)
     scene = self.scene(e.scene)
     want = tuple(s for s in rd.SENSORS if s in self.sensors or
                  (s == "semantic" and self.task == "objectnav"))

@@ -22,7 +22,7 @@ _TURNS = jnp.arange(-5, 7)        # multiples of TURN_ANGLE: left 5 .. right 6
 def action(env: nav_env.NavEnv, state: EnvState) -> jax.Array:
   """The expert's action (int32) for one env state."""
   sim = state.sim
-  e = jax.tree.map(lambda a: a[sim.episode], env.episodes)
+  e = env.episode(sim)
   scene = env.scene(e.scene)
   headings = sim.heading + _TURNS * nav_env.TURN_ANGLE
   targets = sim.pos + nav_env.FORWARD_STEP * jnp.stack([jnp.cos(headings), jnp.sin(headings)], -1)
