@@ -68,6 +68,9 @@ def get_config(arg=None):
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
     c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps
+    # Without these the cloned policy goes blind (nav_policy.NavPolicy.visual_norm) or
+    # copies the expert's last action.
+    c.policy.visual_norm, c.policy.prev_action = True, False
   elif arg == "imagenav":
     c.task, c.sensors = "imagenav", ("rgb",)
     c.train_episodes = 4000   # each carries its goal image

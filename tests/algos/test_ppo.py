@@ -101,6 +101,38 @@ def test_sequence_path_equals_stepping_with_resets(rnn):
   np.testing.assert_allclose(tail_logits[:, 1], seq_logits[2:, 1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("use_prev_action", [True, False])
+def test_previous_action_input_can_be_switched_off(use_prev_action):
+  t, b = 3, 2
+  rng = np.random.default_rng(2)
+  obs = nav_obs(rng, t, b)
+  start = np.zeros((t, b), bool)
+  policy = NavPolicy(num_actions=4, hidden=16, rnn_layers=1, use_prev_action=use_prev_action)
+  carry = policy.initial_carry(b)
+  acts = [np.full((t, b), a, np.int32) for a in (0, 2)]
+  variables = policy.init(jax.random.key(0), obs, carry, acts[0], start)
+  assert ("prev_action_embed" in variables["params"]) == use_prev_action
+  logits = [policy.apply(variables, obs, carry, a, start)[1] for a in acts]
+  assert (np.abs(np.asarray(logits[0] - logits[1])).max() > 1e-6) == use_prev_action
+
+
+def test_visual_norm_makes_the_policy_invariant_to_the_feature_scale():
+  t, b = 2, 3
+  obs = nav_obs(np.random.default_rng(3), t, b)
+  start = np.ones((t, b), bool)
+  prev = np.zeros((t, b), np.int32)
+  for norm in (True, False):
+    policy = NavPolicy(num_actions=4, hidden=16, rnn_layers=1, visual_norm=norm)
+    carry = policy.initial_carry(b)
+    variables = policy.init(jax.random.key(0), obs, carry, prev, start)
+    # Blow the visual features up 50x, as imitation did without the norm.
+    scaled = jax.tree_util.tree_map_with_path(
+        lambda path, x: x * 50 if "Dense_0" in jax.tree_util.keystr(path) else x, variables)
+    same = [policy.apply(v, obs, carry, prev, start)[1] for v in (variables, scaled)]
+    close = np.allclose(same[0], same[1], atol=1e-3)
+    assert close == norm, norm
+
+
 def test_unsupported_observations_are_named():
   spec = {"rgb": jax.ShapeDtypeStruct((8, 8, 3), jnp.uint8),
           "semantic": jax.ShapeDtypeStruct((8, 8, 1), jnp.int32),

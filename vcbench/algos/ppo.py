@@ -94,6 +94,8 @@ def default_config() -> ml_collections.ConfigDict:
   p.rnn_layers = 2
   p.hidden = 512                # visual feature and RNN width.
   p.embed_dim = 32              # previous-action / object-goal embedding width.
+  p.prev_action = True          # feed the previous action (off for imitation: copycat).
+  p.visual_norm = False         # LayerNorm on the visual features (on for imitation).
   p.num_object_categories = 7   # 'objectgoal' embedding rows (vcbench-nav: 0..6).
   p.ignore_obs = ()             # observation keys the policy does not see.
   return c
@@ -222,7 +224,8 @@ class Trainer:
     self.policy = NavPolicy(
         num_actions=int(env.num_actions), hidden=p.hidden, rnn=p.rnn, rnn_layers=p.rnn_layers,
         embed_dim=p.embed_dim, num_object_categories=p.num_object_categories,
-        compression_size=p.compression_size,
+        compression_size=p.compression_size, use_prev_action=p.prev_action,
+        visual_norm=p.visual_norm,
         pvr=None if encoder is None else nav_policy.frozen_pvr(encoder))
     self.frozen = None if encoder is None else parallel.replicate(encoder.params, self.mesh)
     self.env = parallel.replicate(env, self.mesh)
