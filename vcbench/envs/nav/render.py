@@ -2,8 +2,8 @@
 
 Walls are the scene's wall cells, extruded from floor to ceiling; objects are boxes of their
 category's height standing on their cells. For every image column one ray is marched through
-the grid by DDA (one cell boundary per step, a fixed number of steps so the loop is a plain
-`fori_loop`); it records the first wall it hits and the first object run it crosses (entry and
+the grid by DDA (one cell boundary per step, at most `Camera.steps` of them, in a
+`while_loop`); it records the first wall it hits and the first object run it crosses (entry and
 exit distance); the loop ends early once every column has hit a wall. Every pixel row then
 solves for what its ray meets first -- object front face, object top, wall, floor or ceiling --
 in closed form, and all textured pixels are fetched from the material atlas with one gather.
