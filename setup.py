@@ -36,7 +36,10 @@ EXTRAS = {
         "mujoco==3.3.0",
         "gymnasium>=1.0",
     ],
-    "test": ["pytest>=8", "pytest-xdist>=3.5"],
+    # The visual corruptions' parity tests run against the ImageNet-C package
+    # `imagecorruptions` 1.1.2, installed by launch/setup.sh with --no-deps (it requires
+    # the GUI build opencv-python; the headless build below provides the same cv2).
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "opencv-python-headless>=4.8"],
 }
 
 setuptools.setup(

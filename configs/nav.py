@@ -11,8 +11,8 @@ split chooses the checkpoint (validated after every chunk), the test split is re
   python -m launch.main --config configs/nav.py:pointnav_depth --config.ppo.policy.encoder=vc1_vitb \\
       --config.ppo.policy.checkpoint=/path/vc1_vitb.pth --config.sensors='("rgb",)'
 
-Variants (`:arg`): pointnav_depth (default), pointnav_rgb, objectnav_bc, imagenav, tiny (a
-seconds-scale smoke run for the tests). Training runs in checkpointed chunks under
+Variants (`:arg`): pointnav_depth (default), pointnav_rgb, pointnav_rgbd, objectnav_bc, imagenav, tiny and
+tiny_rgbd (seconds-scale smoke runs for the tests). Training runs in checkpointed chunks under
 <workdir>/<variant>/train and resumes after a kill; the evaluation cell is skipped when the
 result store already has it for this config.
 """
@@ -21,7 +21,8 @@ import ml_collections
 from vcbench.algos import nav_bc
 from vcbench.algos import ppo
 
-VARIANTS = ("pointnav_depth", "pointnav_rgb", "objectnav_bc", "imagenav", "tiny")
+VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "objectnav_bc", "imagenav", "tiny",
+            "tiny_rgbd")
 
 
 def _algo(config):
@@ -65,6 +66,8 @@ def get_config(arg=None):
   c.bc = _algo(nav_bc.default_config())
   if arg == "pointnav_rgb":
     c.sensors = ("rgb",)
+  elif arg == "pointnav_rgbd":  # RobustNav's two PointNav agents are RGB and RGB-D
+    c.sensors = ("rgb", "depth")
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
     c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps
@@ -75,7 +78,8 @@ def get_config(arg=None):
     c.task, c.sensors = "imagenav", ("rgb",)
     c.train_episodes = 4000   # each carries its goal image
     c.ppo.num_updates = 150   # 0.6M env steps
-  elif arg == "tiny":
+  elif arg in ("tiny", "tiny_rgbd"):
+    c.sensors = ("rgb", "depth") if arg == "tiny_rgbd" else c.sensors
     c.train_scenes, c.train_episodes, c.val_scenes, c.val_episodes = 4, 64, 2, 6
     c.test_episodes = 6
     c.height = c.width = 16

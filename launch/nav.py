@@ -29,7 +29,7 @@ from vcbench.envs.nav import tasks
 from vcbench.reports import store as store_lib
 
 BENCHMARK = "vcbench-nav"
-_ALGOS = {"ppo": ppo, "bc": nav_bc}
+ALGOS = {"ppo": ppo, "bc": nav_bc}
 # Where a run executes, not what it computes.
 _NOT_HASHED = ("workdir", "chunk_updates", "eval_batch")
 
@@ -44,12 +44,12 @@ def algo_config(config) -> ml_collections.ConfigDict:
 
 def validate(config) -> None:
   config_lib.require_choice(config, "task", sorted(tasks.TASKS))
-  config_lib.require_choice(config, "algo", sorted(_ALGOS))
+  config_lib.require_choice(config, "algo", sorted(ALGOS))
   config_lib.require_choice(config, "sensors", nav_render.SENSORS)
   for key in ("height", "width", "grid_size", "train_scenes", "train_episodes", "val_scenes",
               "val_episodes", "test_episodes", "eval_batch", "chunk_updates"):
     config_lib.require(config, key, lambda v: isinstance(v, int) and v > 0, "a positive int")
-  _ALGOS[config.algo].check_config(algo_config(config), jax.device_count())
+  ALGOS[config.algo].check_config(algo_config(config), jax.device_count())
   nav_render.Camera(height=config.height, width=config.width, hfov=config.hfov)
 
 
@@ -124,7 +124,7 @@ def run(config) -> dict:
   chash, cell = config_hash(config), _cell(config)
   algo = algo_config(config)
   t0 = time.time()
-  trainer = _ALGOS[config.algo].make_train(algo, make_env(config, "train"))
+  trainer = ALGOS[config.algo].make_train(algo, make_env(config, "train"))
   print(f"nav: {config.variant}: {config.algo} on {config.task}, {trainer.num_updates} updates "
         f"x {trainer.steps_per_update} env steps, workdir {workdir}", flush=True)
   select = BestCheckpoint(workdir / "best", _evaluator(config, trainer, "val", config.val_episodes))
@@ -143,7 +143,7 @@ def run(config) -> dict:
         "val_success": select.record["best"]["success"],
         "env_steps": int(trainer.num_updates * trainer.steps_per_update),
         "wall_seconds_this_process": round(train_seconds, 1),
-        "eval_seconds": round(time.time() - t1, 1)})
+        "eval_seconds": round(time.time() - t1, 1)}, allow_nonfinite=True)
   rows = store.to_rows(benchmark=BENCHMARK, config_hash=chash, latest_only=True)
   summary = {k: v for k, v in rows[-1].items() if isinstance(v, float)}
   print(_table(config, summary), flush=True)

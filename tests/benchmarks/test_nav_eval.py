@@ -64,3 +64,24 @@ def test_an_auto_reset_env_is_refused():
                  sensors=("depth",))
   with pytest.raises(ValueError, match="auto_reset"):
     nav_bench.evaluate(constant(E.END), _no_carry, None, env)
+
+
+def test_stop_failures_positive_and_negative():
+  r = {k: np.zeros(4) for k in nav_bench.RESULTS}
+  r["success"] = np.array([1.0, 0.0, 0.0, 0.0])
+  r["stop_failure"] = np.array([0.0, 1.0, 1.0, 0.0])     # 3 END calls, 2 out of range
+  r["in_range_steps"] = np.array([1.0, 0.0, 0.0, 3.0])   # in range 4 times, stopped once
+  r["missed_stops"] = np.array([0.0, 0.0, 0.0, 3.0])
+  s = nav_bench.summarize(r, "pointnav")
+  assert s["stop_failure_pos"] == pytest.approx(200 / 3) and s["stop_failure_neg"] == 75.0
+  r["in_range_steps"] = r["missed_stops"] = np.zeros(4)
+  assert np.isnan(nav_bench.summarize(r, "pointnav")["stop_failure_neg"])
+
+
+def test_in_range_steps_are_counted_by_the_loop(val_env):
+  # Turning in place never calls END: every step in range is a missed stop, and a start pose
+  # in range stays in range for the whole episode.
+  r = nav_bench.evaluate(constant(E.ROTATE_LEFT), _no_carry, None, val_env, batch=9)
+  np.testing.assert_array_equal(r["missed_stops"], r["in_range_steps"])
+  start_in_range = np.asarray(val_env.episodes.distance) <= 0.2
+  np.testing.assert_array_equal(r["in_range_steps"], np.where(start_in_range, 12, 0))

@@ -244,6 +244,13 @@ class Trainer:
     """A fresh state: params, optimiser, `num_envs` reset envs, zero recurrent state."""
     return self._init(key, self.env, self.frozen)
 
+  def init_from(self, key, params) -> TrainState:
+    """A fresh state (envs, optimiser) around given params: fine-tuning a trained policy."""
+    state = self.init(key)
+    # A copy: training donates the state, which must not delete the caller's params.
+    params = jax.device_put(params, self.state_sharding.params, may_alias=False)
+    return state.replace(params=params, opt_state=jax.jit(self.tx.init)(params))
+
   def train_chunk(self, state: TrainState, num_updates: int) -> tuple[TrainState, dict]:
     """`num_updates` PPO updates in one jitted call (`state` is donated); metrics [n]."""
     return self._chunk_fn(int(num_updates))(state, self.env, self.frozen)

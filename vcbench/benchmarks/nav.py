@@ -19,8 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from vcbench.envs.nav import tasks as tk
-from vcbench.envs.nav.env import METRICS
+from vcbench.envs.nav.env import END, METRICS
 
+# Per-episode results: the env's metrics and the steps that began in range of the goal, with
+# those of them on which the agent did not call END.
+RESULTS = METRICS + ("in_range_steps", "missed_stops")
 # (params, frozen, obs, carry, prev_action, start) -> (carry, logits [B, A], value [B])
 PolicyStep = Callable[..., tuple[Any, jax.Array, jax.Array]]
 
@@ -29,23 +32,27 @@ PolicyStep = Callable[..., tuple[Any, jax.Array, jax.Array]]
 def _run_batch(env, params, frozen, indices, key, policy_step, initial_carry, greedy):
   state = jax.vmap(env.reset_to)(indices)
   n = indices.shape[0]
+  zeros = jnp.zeros((n,), jnp.float32)
   carry = (state, initial_carry(n), jnp.zeros((n,), jnp.int32), jnp.ones((n,), bool), key,
-           jnp.zeros((), jnp.int32))
+           jnp.zeros((), jnp.int32), zeros, zeros)
 
   def live(c):
     return jnp.any(~c[0].done) & (c[5] < env.max_steps)
 
   def body(c):
-    state, rnn, prev_action, start, key, t = c
+    state, rnn, prev_action, start, key, t, in_range, missed = c
     key, sub = jax.random.split(key)
     rnn, logits, _ = policy_step(params, frozen, state.obs, rnn, prev_action, start)
     action = (jnp.argmax(logits, -1) if greedy else jax.random.categorical(sub, logits))
     action = action.astype(jnp.int32)
+    # RobustNav's negative stop failure: steps that begin in range without calling END.
+    now = jax.vmap(env.in_range)(state.sim) & ~state.done
+    in_range, missed = in_range + now, missed + (now & (action != END))
     state = jax.vmap(env.step)(state, action)
-    return state, rnn, action, jnp.zeros_like(start), key, t + 1
+    return state, rnn, action, jnp.zeros_like(start), key, t + 1, in_range, missed
 
-  state = jax.lax.while_loop(live, body, carry)[0]
-  return state.metrics
+  out = jax.lax.while_loop(live, body, carry)
+  return {**out[0].metrics, "in_range_steps": out[6], "missed_stops": out[7]}
 
 
 def evaluate(policy_step: PolicyStep, initial_carry: Callable[[int], Any], params, env, *,
@@ -61,13 +68,13 @@ def evaluate(policy_step: PolicyStep, initial_carry: Callable[[int], Any], param
                      "stay ended); build it with nav.make(..., auto_reset=False).")
   total = len(env.episodes) if num_episodes <= 0 else min(num_episodes, len(env.episodes))
   key = jax.random.key(0) if key is None else key
-  out = {k: [] for k in METRICS}
+  out = {k: [] for k in RESULTS}
   for i, start in enumerate(range(0, total, batch)):
     idx = np.arange(start, start + batch) % total     # the last batch repeats, then is cut
     m = _run_batch(env, params, frozen, jnp.asarray(idx, jnp.int32), jax.random.fold_in(key, i),
                    policy_step, initial_carry, greedy)
     keep = min(batch, total - start)
-    for k in METRICS:
+    for k in RESULTS:
       out[k].append(np.asarray(m[k])[:keep])
   return {k: np.concatenate(v) for k, v in out.items()}
 
@@ -81,6 +88,12 @@ def summarize(results: dict[str, np.ndarray], task: str) -> dict[str, float]:
          "failed_actions": float(np.mean(results["failed_actions"])),
          "min_distance": float(np.mean(results["min_distance"])),
          "stop_failure": 100.0 * float(np.mean(results["stop_failure"])),
+         # RobustNav's Figure 4: END called out of range, over all END calls (positive), and
+         # steps in range without END, over all steps in range (negative); NaN when none.
+         "stop_failure_pos": _percent(np.sum(results["stop_failure"]),
+                                      np.sum(results["stop_failure"] + results["success"])),
+         "stop_failure_neg": _percent(np.sum(results.get("missed_stops", 0.0)),
+                                      np.sum(results.get("in_range_steps", 0.0))),
          "episode_length": float(np.mean(results["episode_length"]))}
   for i, (name, _, _) in enumerate(t.bins):
     sel = results["difficulty"] == i
@@ -89,3 +102,7 @@ def summarize(results: dict[str, np.ndarray], task: str) -> dict[str, float]:
       out[f"spl_{name}"] = 100.0 * float(np.mean(results["spl"][sel]))
   return out
 
+
+
+def _percent(part, whole) -> float:
+  return 100.0 * float(part) / float(whole) if whole > 0 else float("nan")

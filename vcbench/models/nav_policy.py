@@ -66,6 +66,15 @@ def unsupported_obs(spec: dict[str, Any]) -> list[str]:
   return bad
 
 
+def cnn_input(obs, with_rgb: bool = True) -> Optional[jax.Array]:
+  """The SimpleCNN's input: rgb / 255 (unless a PVR takes the rgb) and depth stacked on the
+  channel axis; None when there is neither."""
+  parts = ([obs["rgb"].astype(jnp.float32) / 255.0] if with_rgb and "rgb" in obs else [])
+  if "depth" in obs:
+    parts.append(obs["depth"].astype(jnp.float32))
+  return jnp.concatenate(parts, axis=-1) if parts else None
+
+
 def compression_channels(grid: int, flat_size: int = 2048) -> int:
   """eai-vc: channels such that the flattened g x g x C map has about `flat_size` entries."""
   return int(round(flat_size / grid ** 2))
@@ -233,18 +242,13 @@ class NavPolicy(nn.Module):
 
   def _visual(self, obs, frozen):
     """Visual features: [rgb(+depth) features, goal features] as present."""
-    parts, cnn_inputs = [], []
-    if "rgb" in obs:
-      if self.pvr is None:
-        cnn_inputs.append(obs["rgb"].astype(jnp.float32) / 255.0)
-      else:
-        parts.append(PVRVisual(self.hidden, self.compression_size, name="rgb_visual")(
-            self._tokens(obs["rgb"], frozen)))
-    if "depth" in obs:
-      cnn_inputs.append(obs["depth"].astype(jnp.float32))
-    if cnn_inputs:
-      parts.insert(0, SimpleCNN(self.hidden, name="visual_cnn")(
-          jnp.concatenate(cnn_inputs, axis=-1)))
+    parts = []
+    if "rgb" in obs and self.pvr is not None:
+      parts.append(PVRVisual(self.hidden, self.compression_size, name="rgb_visual")(
+          self._tokens(obs["rgb"], frozen)))
+    x = cnn_input(obs, with_rgb=self.pvr is None)
+    if x is not None:
+      parts.insert(0, SimpleCNN(self.hidden, name="visual_cnn")(x))
     if "goal_rgb" in obs:
       if self.pvr is None:
         parts.append(SimpleCNN(self.hidden, name="goal_cnn")(

@@ -32,6 +32,9 @@ def _save(fig: figure_lib.Figure, path: str | os.PathLike[str], dpi: int) -> pat
   return pathlib.Path(path)
 
 
+save_figure = _save   # public name for other report modules
+
+
 def _mean(values: Sequence[float]) -> float:
   return float(np.mean(values)) if len(values) else math.inf
 

@@ -68,6 +68,9 @@ def _markdown_table(header: list[str], body: Iterable[list[str]]) -> str:
   return "\n".join(lines)
 
 
+markdown_table = _markdown_table   # public name for other report modules
+
+
 def _notes(incomplete: bool, no_se: bool) -> list[str]:
   return ([INCOMPLETE_NOTE] if incomplete else []) + ([SE_NOTE] if no_se else [])
 

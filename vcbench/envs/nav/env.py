@@ -12,7 +12,8 @@ Its settings (task, camera, sensors, step limit) are static fields.
 One env (no batch axis) per call; `vmap` batches. The agent (LoCoBot: disc of radius 0.18 m)
 moves 0.25 m or turns 30 degrees per action; a move whose end pose would overlap a wall or an
 object (or leave the navigable grid's reach, see `_act`) does not happen and counts as a
-failed action. END finishes the episode; success is the
+failed action. A dynamics corruption (`vcbench.robustness.dynamics`) changes what an action
+does; a visual hook changes the RGB the agent sees (both None: the clean env). END finishes the episode; success is the
 task's rule (`tasks.py`). With `auto_reset` a finished episode is replaced by a new one drawn
 from the episode set inside the same `step` (its first frame is the returned obs; reward, done
 and the episode's metrics are those of the finished one), so a training rollout renders once
@@ -26,6 +27,7 @@ goal: 'gps_compass' (PointNav, `gps_compass`), 'objectgoal' (ObjectNav, category
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +47,23 @@ TURN_ANGLE = math.radians(30.0)
 
 METRICS = ("success", "spl", "episode_return", "episode_length", "failed_actions",
            "min_distance", "final_distance", "stop_failure", "difficulty")
+
+
+@struct.dataclass
+class Motion:
+  """What one action does, in the agent's frame (a dynamics corruption changes it)."""
+  forward: jax.Array     # metres along the heading
+  lateral: jax.Array     # metres to the right of the heading
+  turn: jax.Array        # radians, positive = clockwise (ROTATE_RIGHT)
+
+
+def ideal_motion(action) -> Motion:
+  """The uncorrupted action: MOVE 0.25 m, ROTATE -/+30 degrees, END nothing."""
+  action = jnp.asarray(action, jnp.int32)
+  forward = jnp.where(action == MOVE_AHEAD, FORWARD_STEP, 0.0).astype(jnp.float32)
+  turn = jnp.where(action == ROTATE_LEFT, -TURN_ANGLE,
+                   jnp.where(action == ROTATE_RIGHT, TURN_ANGLE, 0.0)).astype(jnp.float32)
+  return Motion(forward=forward, lateral=jnp.zeros((), jnp.float32), turn=turn)
 
 
 @struct.dataclass
@@ -74,6 +93,12 @@ class NavEnv:
   sensors: tuple = struct.field(pytree_node=False, default=("rgb", "depth"))
   max_steps: int = struct.field(pytree_node=False, default=300)
   auto_reset: bool = struct.field(pytree_node=False, default=True)
+  # Robustness hooks (static and hashable, so they are part of the compiled program):
+  # dynamics.motion(episode, step, action) -> Motion replaces the ideal
+  # action; visual(scene, episode, step, rgb) -> rgb transforms the RGB the agent sees
+  # (a corruption, or an augmentation during training). See vcbench/robustness/.
+  dynamics: Any = struct.field(pytree_node=False, default=None)
+  visual: Any = struct.field(pytree_node=False, default=None)
 
   # -- the Env contract --------------------------------------------------------------------
 
@@ -107,7 +132,7 @@ class NavEnv:
     action = jnp.asarray(action, jnp.int32)
     moved = self._act(sim, action)
     end = action == END
-    success = end & self._in_range(moved)
+    success = end & self.in_range(moved)
     distance = moved.distance
     reward = (sim.distance - distance) + tk.SUCCESS_REWARD * success + tk.SLACK_REWARD
     moved = moved.replace(ep_return=sim.ep_return + reward)
@@ -145,12 +170,14 @@ class NavEnv:
   def _act(self, sim: NavSim, action) -> NavSim:
     """Applies one action: turns always succeed; a blocked move leaves the pose unchanged."""
     scene = self.scene(self.episodes.scene[sim.episode])
-    turn = jnp.where(action == ROTATE_LEFT, -TURN_ANGLE, jnp.where(action == ROTATE_RIGHT,
-                                                                  TURN_ANGLE, 0.0))
-    heading = jnp.mod(sim.heading + turn + jnp.pi, 2 * jnp.pi) - jnp.pi
-    step = FORWARD_STEP * jnp.stack([jnp.cos(sim.heading), jnp.sin(sim.heading)])
+    m = (ideal_motion(action) if self.dynamics is None
+         else self.dynamics.motion(sim.episode, sim.steps, action))
+    heading = jnp.mod(sim.heading + m.turn + jnp.pi, 2 * jnp.pi) - jnp.pi
+    cos, sin = jnp.cos(sim.heading), jnp.sin(sim.heading)
+    # Lateral is to the right of the heading, i.e. towards heading + 90 degrees.
+    step = m.forward * jnp.stack([cos, sin]) + m.lateral * jnp.stack([-sin, cos])
     target = sim.pos + step
-    moving = action == MOVE_AHEAD
+    moving = (m.forward != 0.0) | (m.lateral != 0.0)
     e = self.episode(sim)
     target_distance = geodesic.distance_at(e.field, scene.navigable, target)
     # A pose must also lie within reach of the navigable grid: pockets the grid does not
@@ -161,7 +188,8 @@ class NavEnv:
     return sim.replace(pos=pos, heading=heading, steps=sim.steps + 1,
                        path_length=sim.path_length + jnp.linalg.norm(pos - sim.pos),
                        distance=distance, min_distance=jnp.minimum(sim.min_distance, distance),
-                       failed_actions=sim.failed_actions + blocked.astype(jnp.int32))
+                       failed_actions=sim.failed_actions
+                       + (blocked & (action == MOVE_AHEAD)).astype(jnp.int32))
 
   def near_goal(self, sim: NavSim) -> jax.Array:
     """The distance part of the task's success rule at the current pose."""
@@ -172,7 +200,7 @@ class NavEnv:
     scene = self.scene(e.scene)
     return ep.point_category_distance(scene, e.category, sim.pos) <= t.success_distance
 
-  def _in_range(self, sim: NavSim) -> jax.Array:
+  def in_range(self, sim: NavSim) -> jax.Array:
     """The task's success rule at the current pose (before END is counted)."""
     if tk.get(self.task).needs_visible:
       return self.near_goal(sim) & sim.goal_visible
@@ -195,6 +223,8 @@ class NavEnv:
                  (s == "semantic" and self.task == "objectnav"))
     frame = rd.render(scene, self.atlas, sim.pos, sim.heading, self.camera, want)
     obs = {k: frame[k] for k in self.sensors}
+    if self.visual is not None and "rgb" in obs:
+      obs["rgb"] = self.visual(e.scene, sim.episode, sim.steps, obs["rgb"])
     if "depth" in obs:  # habitat's normalize_depth: [0, 1] = metres / max_depth
       obs["depth"] = obs["depth"] / self.camera.max_depth
     if self.task == "pointnav":
