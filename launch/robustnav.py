@@ -4,7 +4,7 @@ result store; then Table 3's ways to resist corruptions on the RGB agent.
 Each evaluated cell is a store record (benchmark 'robustnav', task = the agent's nav variant,
 adaptation = 'none' | 'pad_ap' | 'pad_rp' | 'finetune' | 'augment', corruption = the
 condition's name, severity); cells already stored for this config are skipped. Adapted params
-are checkpointed under <workdir>/adapt/<agent>/<method>/<condition>, so a killed run resumes
+are checkpointed under <workdir>/adapt/<agent>/<config hash>/<method>/<condition>, so a killed run resumes
 without redoing an adaptation. Adaptation interacts with the *training* apartments under the
 corruption (the calibration phase); evaluation uses the val apartments' fixed episodes.
 """
@@ -124,7 +124,8 @@ def _finetune(agent: Agent, params, env, steps: int, lr: float, seed: int):
 def adapted_params(config, agent: Agent, method: str, cond: rn.Condition):
   """The agent's params after `method` under `cond` (cond is unused by 'augment')."""
   a = config.adapt
-  root = pathlib.Path(config.workdir) / "adapt" / agent.variant / method
+  # Keyed by the config hash, so that a changed budget or lr never reuses stale params.
+  root = pathlib.Path(config.workdir) / "adapt" / agent.variant / _hash(config, agent)[:12] / method
   train_env = agent.env("train", 0, 0)
   if method == "augment":
     return _cached(root / "clean", agent.params, lambda: _finetune(

@@ -1,4 +1,6 @@
 """PAD (action / rotation prediction): the SS losses, what adaptation may change, and that it learns."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,13 +12,19 @@ from vcbench.algos import ppo
 from vcbench.config import ConfigError
 
 
-def _setup(task):
+@functools.lru_cache(maxsize=1)
+def _trainer():
+  """One small PPO policy for all tests (building it compiles)."""
   c = ppo.default_config()
   c.num_envs, c.rollout_len, c.num_updates, c.log_every = 8, 8, 1, 0
   c.policy.hidden, c.policy.rnn_layers = 32, 1
   env = make_env()
   trainer = ppo.make_train(c, env, log_fn=False)
-  params = trainer.init(jax.random.key(0)).params
+  return trainer, trainer.init(jax.random.key(0)).params, env
+
+
+def _setup(task):
+  trainer, params, env = _trainer()
   p = pad_lib.default_config()
   p.task, p.num_envs, p.rollout_len, p.sgd_steps = task, 8, 16, 3
   p.fit_steps, p.budget, p.lr, p.head_lr = 8 * 16 * 6, 8 * 16 * 2, 1e-3, 3e-3

@@ -28,7 +28,7 @@ def test_condition_errors():
     rn.Condition(visual="spatter", severity=7)
   with pytest.raises(ValueError, match="unknown RobustNav condition 'fog'"):
     rn.Condition.parse("fog", 5)
-  with pytest.raises(ValueError, match="unknown dynamics"):
+  with pytest.raises(KeyError, match="unknown dynamics"):
     rn.Condition(dynamics="slippery")
 
 

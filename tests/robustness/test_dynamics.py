@@ -22,9 +22,9 @@ def motions(name, action, episodes=200, steps=1, seed=0):
 
 
 def test_registry_and_unknown_name():
-  assert set(dynamics.DYNAMICS) == {"motion_bias_constant", "motion_bias_stochastic",
+  assert set(dynamics.DYNAMICS.names()) == {"motion_bias_constant", "motion_bias_stochastic",
                                     "motion_drift", "motor_failure", "pyrobot_noise"}
-  with pytest.raises(ValueError, match="unknown dynamics corruption 'friction'.*motion_drift"):
+  with pytest.raises(KeyError, match="unknown dynamics corruption 'friction'.*motion_drift"):
     dynamics.Dynamics("friction")
 
 

@@ -35,26 +35,15 @@ import jax
 import jax.numpy as jnp
 
 from vcbench.envs.nav import env as nav_env
+from vcbench.registry import Registry
 from vcbench.envs.nav.env import END, MOVE_AHEAD, ROTATE_LEFT, ROTATE_RIGHT, Motion
 
 FORWARD, TURN = nav_env.FORWARD_STEP, nav_env.TURN_ANGLE
 ideal = nav_env.ideal_motion
 
 MotionFn = Callable[[jax.Array, jax.Array, jax.Array], Motion]
-DYNAMICS: dict[str, MotionFn] = {}
-
-
-def register(name: str):
-  def deco(fn: MotionFn) -> MotionFn:
-    DYNAMICS[name] = fn
-    return fn
-  return deco
-
-
-def get(name: str) -> MotionFn:
-  if name not in DYNAMICS:
-    raise ValueError(f"unknown dynamics corruption {name!r}; registered: {sorted(DYNAMICS)}")
-  return DYNAMICS[name]
+DYNAMICS = Registry("dynamics corruption")   # name -> MotionFn
+register, get = DYNAMICS.register, DYNAMICS.get
 
 
 def _sign(key) -> jax.Array:
