@@ -138,8 +138,7 @@ def adapted_params(config, agent: Agent, method: str, cond: rn.Condition):
   pc = ml_collections.ConfigDict(a.pad.to_dict())
   pc.task = method.removeprefix("pad_")
   pad = pad_lib.PAD(pc, agent.trainer)
-  head_init = jax.eval_shape(lambda: pad.head.init(jax.random.key(0), jax.numpy.zeros(
-      (1, pad.head_in)))["params"])
+  head_init = jax.eval_shape(lambda: pad.init_head(jax.random.key(0)))
   head = _cached(root / "head", head_init, lambda: pad.fit_heads(
       jax.random.key(config.seed), agent.params, train_env)[0])
 

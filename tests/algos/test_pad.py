@@ -55,7 +55,7 @@ def test_fit_then_adapt_changes_only_the_encoder(task):
 
 def test_ap_ignores_steps_that_end_an_episode():
   pad, params, _ = _setup("ap")
-  head = pad.head.init(jax.random.key(0), jnp.zeros((1, 64)))["params"]
+  head = pad.init_head(jax.random.key(0))
   t, n = 5, 3
   obs = {"rgb": jax.random.randint(jax.random.key(1), (t, n, 8, 8, 3), 0, 255).astype(jnp.uint8)}
   action = jnp.zeros((t, n), jnp.int32)

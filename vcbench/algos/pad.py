@@ -123,7 +123,7 @@ class PAD:
   def fit_heads(self, key, params, env):
     """Fits the SS head on `fit_steps` of the policy's experience in `env`, encoder frozen."""
     k_init, k_run = jax.random.split(key)
-    head = self.head.init(k_init, jnp.zeros((1, self.head_in)))["params"]
+    head = self.init_head(k_init)
     rounds = max(1, self.config.fit_steps // self.steps_per_rollout)
     _, head, log = self._run(k_run, params, head, env, rounds, train_encoder=False)
     return head, log
@@ -132,6 +132,10 @@ class PAD:
     """`budget` env steps in the target `env`: returns (adapted params, head, log)."""
     rounds = max(1, self.config.budget // self.steps_per_rollout)
     return self._run(key, params, head, env, rounds, train_encoder=True)
+
+  def init_head(self, key):
+    """Fresh SS-head params."""
+    return self.head.init(key, jnp.zeros((1, self.head_in)))["params"]
 
   @property
   def head_in(self) -> int:

@@ -105,11 +105,11 @@ class VisualHook:
   seed: int = 0
 
   def __call__(self, scene, episode, step, rgb):
-    key = jax.random.fold_in(jax.random.key(self.seed), 0 if self.name == "camera_crack" else 1)
-    if self.name == "camera_crack":
-      key = jax.random.fold_in(key, scene)
-    else:
-      key = jax.random.fold_in(jax.random.fold_in(key, episode), step)
+    # A crack is fixed per apartment; everything else is drawn per episode and step.
+    fold = jax.random.fold_in
+    key = jax.random.key(self.seed)
+    key = (fold(fold(key, 0), scene) if self.name == "camera_crack"
+           else fold(fold(fold(key, 1), episode), step))
     return visual.get(self.name).fn(key, rgb, self.severity)
 
 

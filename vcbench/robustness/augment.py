@@ -20,6 +20,7 @@ import jax.numpy as jnp
 SHIFT_FRACTION = 4 / 84
 CROP_SCALE = (0.8, 1.0)
 JITTER = 0.4
+LUMA = (0.299, 0.587, 0.114)   # torchvision's rgb_to_grayscale weights
 
 
 def random_shift(key, image: jax.Array, fraction: float = SHIFT_FRACTION) -> jax.Array:
@@ -49,11 +50,12 @@ def colour_jitter(key, image: jax.Array, strength: float = JITTER) -> jax.Array:
   as torchvision (here a fixed order: the three commute up to clipping)."""
   kb, kc, ks = jax.random.split(key, 3)
   factor = lambda k: jax.random.uniform(k, (), minval=1.0 - strength, maxval=1.0 + strength)
+  luma = lambda x: x @ jnp.array(LUMA, jnp.float32)
   x = image.astype(jnp.float32)
   x = jnp.clip(x * factor(kb), 0.0, 255.0)
-  grey = x @ jnp.array([0.299, 0.587, 0.114], jnp.float32)     # torchvision's rgb_to_grayscale
-  x = jnp.clip(jnp.mean(grey) + factor(kc) * (x - jnp.mean(grey)), 0.0, 255.0)
-  grey = x @ jnp.array([0.299, 0.587, 0.114], jnp.float32)
+  mean = jnp.mean(luma(x))
+  x = jnp.clip(mean + factor(kc) * (x - mean), 0.0, 255.0)
+  grey = luma(x)
   return jnp.clip(grey[..., None] + factor(ks) * (x - grey[..., None]), 0.0, 255.0)
 
 
