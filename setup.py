@@ -34,6 +34,7 @@ EXTRAS = {
     "mujoco": [
         "metaworld==3.1.1",
         "mujoco==3.3.0",
+        "mujoco-mjx==3.3.0",  # The batched path of the Colosseum factors (mjx.Model fields).
         "gymnasium>=1.0",
     ],
     # The visual corruptions' parity tests run against the ImageNet-C package

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import io
 import os
 
 import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
@@ -22,11 +21,9 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 import jax
 import numpy as np
 from PIL import Image
-from PIL import ImageDraw
 
+from vcbench.reports import gallery
 from vcbench.robustness import visual
-
-_LABEL_W, _HEADER_H, _GAP, _MIN_PANEL = 110, 20, 4, 96
 
 
 def load_image(path: str, size: int) -> np.ndarray:
@@ -56,36 +53,19 @@ def corrupted_grid(image: np.ndarray, seed: int = 0) -> dict[str, list[np.ndarra
   return grid
 
 
-def draw(image: np.ndarray, grid: dict[str, list[np.ndarray]]) -> Image.Image:
-  """The labelled sheet: one row per corruption, the clean image first in every row. Small
-  frames are enlarged (nearest) so every panel is at least `_MIN_PANEL` pixels."""
-  panel = max(image.shape[0], _MIN_PANEL)
+def draw(image: np.ndarray, grid: dict[str, list[np.ndarray]]):
+  """The labelled sheet: one row per corruption, the clean image first in every row."""
   columns = 1 + max(len(row) for row in grid.values())
-  sheet = Image.new("RGB", (_LABEL_W + columns * (panel + _GAP),
-                            _HEADER_H + len(grid) * (panel + _GAP)), "white")
-  pen = ImageDraw.Draw(sheet)
-  for c, title in enumerate(["clean"] + [f"severity {s}" for s in range(1, columns)]):
-    pen.text((_LABEL_W + c * (panel + _GAP) + 4, 4), title, fill="black")
-  for r, (name, row) in enumerate(grid.items()):
-    y = _HEADER_H + r * (panel + _GAP)
-    pen.text((4, y + panel // 2 - 6), name, fill="black")
-    for c, tile in enumerate([image] + row):
-      tile = Image.fromarray(tile).resize((panel, panel), Image.NEAREST)
-      sheet.paste(tile, (_LABEL_W + c * (panel + _GAP), y))
-  return sheet
+  return gallery.labelled_grid({name: [image] + row for name, row in grid.items()},
+                               ["clean"] + [f"severity {s}" for s in range(1, columns)])
 
 
 def write_gallery(out: str | os.PathLike[str], size: int = 224, image_path: str | None = None,
                   seed: int = 0) -> tuple[int, int]:
   """Renders (or loads) the frame, corrupts it and writes the PNG atomically; returns its
   (width, height)."""
-  from vcbench.data import files  # pylint: disable=g-import-not-at-top
   image = load_image(image_path, size) if image_path else nav_frame(size)
-  sheet = draw(image, corrupted_grid(image, seed))
-  buffer = io.BytesIO()
-  sheet.save(buffer, format="PNG")
-  files.atomic_write(out, lambda f: f.write(buffer.getvalue()))
-  return sheet.size
+  return gallery.save_png(draw(image, corrupted_grid(image, seed)), out)
 
 
 def main():

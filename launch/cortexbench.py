@@ -64,7 +64,7 @@ def checkpoint_paths(config) -> dict[str, str]:
   return out
 
 
-def _protocol(config) -> bc_protocol.Protocol:
+def bc_protocol_of(config) -> bc_protocol.Protocol:
   return bc_protocol.Protocol(
       epochs=config.epochs, eval_every=config.eval_every, val_episodes=config.val_episodes,
       test_episodes=config.test_episodes, horizon=config.horizon, history=config.history,
@@ -89,7 +89,7 @@ def run(config) -> str:
   store = store_lib.ResultStore(os.path.join(config.workdir, "results.jsonl"))
   data_dir = config.data_dir or os.path.join(config.workdir, "data")
   chash = config_hash(config)
-  protocol = _protocol(config)
+  protocol = bc_protocol_of(config)
   render = mw.RenderConfig(size=config.render_size, camera=config.camera)
   suite = config.suite
   cells = {(task, pvr, seed): store_lib.Cell(
@@ -117,7 +117,7 @@ def run(config) -> str:
   return text
 
 
-def _embedder(config, pvr, embedders):
+def embedder_of(config, pvr, embedders):
   if pvr not in embedders:  # Loaded once, shared by every task.
     embedders[pvr] = embedder_lib.make(pvr, state_dim=mw.STATE_DIM,
                                        img_size=config.img_size or None,
@@ -148,7 +148,7 @@ def _run_task(config, store, chash, protocol, render, data_dir, task, todo, cell
         f"{100 * demos.meta['expert_success_rate']:.0f}% over {demos.meta['attempts']} episodes)")
   switched = set()
   for pvr in dict.fromkeys(k[1] for k in todo):
-    emb_fn = _embedder(config, pvr, embedders)
+    emb_fn = embedder_of(config, pvr, embedders)
     emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
     sim_render = None if emb_fn.obs_key == "state" else render
     if sim_render not in switched:

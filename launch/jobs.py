@@ -49,5 +49,6 @@ def resolve(config) -> Job:
 # Job modules register themselves on import.
 from launch import nav  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 from launch import cortexbench  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
+from launch import colosseum  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 from launch import robustnav  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 from launch import zoo_demo  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position

@@ -68,9 +68,9 @@ class Evaluator:
       self._compiled[embedder.fingerprint] = jax.jit(fn)
     return self._compiled[embedder.fingerprint]
 
-  def success(self, embedder: Embedder, act, policy_state, seeds: list[int]) -> dict:
-    """Success rate and mean episode length over `seeds` (the last batch padded with idle
-    slots)."""
+  def episodes(self, embedder: Embedder, act, policy_state, seeds: list[int]) -> dict:
+    """Per-episode `success` (bool) and `length` over `seeds`, in order (the last batch padded
+    with idle slots)."""
     n = self.env.num_envs
     fn = self._rollout_fn(embedder, act)
     succ, lengths = [], []
@@ -83,17 +83,33 @@ class Evaluator:
       keep = min(n, len(seeds) - start)
       succ.append(np.asarray(traj.success[-1])[:keep])
       lengths.append(np.asarray(traj.active).sum(0)[:keep])
-    succ, lengths = np.concatenate(succ), np.concatenate(lengths)
-    return {"success_rate": float(succ.mean()), "mean_length": float(lengths.mean())}
+    return {"success": np.concatenate(succ), "length": np.concatenate(lengths)}
+
+  def success(self, embedder: Embedder, act, policy_state, seeds: list[int]) -> dict:
+    """Success rate and mean episode length over `seeds`."""
+    out = self.episodes(embedder, act, policy_state, seeds)
+    return {"success_rate": float(out["success"].mean()),
+            "mean_length": float(out["length"].mean())}
 
   def close(self):
     self.env.close()
 
 
-def run_cell(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
-             emb: np.ndarray, seed: int, log: Callable[[str], Any] = print) -> dict:
-  """Trains and evaluates one (task, PVR, seed) cell; returns its metrics for the store."""
-  t0 = time.time()
+@dataclasses.dataclass
+class Fitted:
+  """A BC policy trained on one cell's demos, at its best validation epoch."""
+  act: Callable
+  state: Any
+  val_score: float
+  best_epoch: int
+  train_loss: float
+  val_curve: list
+  num_samples: int
+
+
+def fit(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
+        emb: np.ndarray, seed: int, log: Callable[[str], Any] = print) -> Fitted:
+  """Trains BC on the demos' embeddings; keeps the state of the best validation epoch."""
   p = protocol
   proprio = demos.proprio if p.use_proprio else None
   x = bc.features(emb, demos.episode, proprio, p.history).astype(np.float32)
@@ -118,11 +134,23 @@ def run_cell(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos
     if val > best:  # The earliest epoch wins ties.
       best, best_epoch = val, done_epochs
       best_state = jax.device_get(state)
-  test = evaluator.success(embedder, act, best_state, episode_seeds("test", p.test_episodes))
+  return Fitted(act=act, state=best_state, val_score=100.0 * best, best_epoch=best_epoch,
+                train_loss=loss, val_curve=curve, num_samples=len(x))
+
+
+def run_cell(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
+             emb: np.ndarray, seed: int, log: Callable[[str], Any] = print) -> dict:
+  """Trains and evaluates one (task, PVR, seed) cell; returns its metrics for the store."""
+  t0 = time.time()
+  p = protocol
+  fitted = fit(protocol, evaluator, embedder, demos, emb, seed, log)
+  test = evaluator.success(embedder, fitted.act, fitted.state,
+                           episode_seeds("test", p.test_episodes))
   return {"score": 100.0 * test["success_rate"], "success_rate": test["success_rate"],
-          "val_score": 100.0 * best, "best_epoch": best_epoch, "episodes": p.test_episodes,
-          "mean_length": test["mean_length"], "train_loss": loss, "val_curve": curve,
-          "num_demos": demos.num_episodes, "num_samples": len(x),
+          "val_score": fitted.val_score, "best_epoch": fitted.best_epoch,
+          "episodes": p.test_episodes, "mean_length": test["mean_length"],
+          "train_loss": fitted.train_loss, "val_curve": fitted.val_curve,
+          "num_demos": demos.num_episodes, "num_samples": fitted.num_samples,
           "expert_success_rate": demos.meta["expert_success_rate"],
           "seconds": time.time() - t0}
 

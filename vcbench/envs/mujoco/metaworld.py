@@ -109,7 +109,7 @@ class MetaWorldSim:
     self._raw_obs = None
     self._renderer = None
     if render is not None:
-      self._renderer, self._camera, self._flip = _make_renderer(self.env.model, render)
+      self._renderer, self._camera, self._flip = make_renderer(self.env.model, render)
 
   def observation_spec(self):
     spec = {"proprio": ((PROPRIO_DIM,), np.dtype(np.float32)),
@@ -156,7 +156,9 @@ class MetaWorldSim:
     self.env.close()
 
 
-def _make_renderer(model, render: RenderConfig):
+def make_renderer(model, render: RenderConfig, upright_cameras: tuple[str, ...] = ()):
+  """(renderer, camera, flip) for `render.camera`; `upright_cameras` are model cameras that,
+  unlike MetaWorld's own, need no flip (cameras vcbench adds to a scene)."""
   import mujoco  # noqa: PLC0415
   names = [model.camera(i).name for i in range(model.ncam)]
   if render.camera not in CAMERAS and render.camera not in names:
@@ -172,7 +174,7 @@ def _make_renderer(model, render: RenderConfig):
       renderer.scene.flags[flag] = 0
   _release_gl_context()
   if render.camera not in CAMERAS:
-    return renderer, render.camera, True
+    return renderer, render.camera, render.camera not in upright_cameras
   c = CAMERAS[render.camera]
   camera = mujoco.MjvCamera()
   camera.type = mujoco.mjtCamera.mjCAMERA_FREE

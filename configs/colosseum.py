@@ -1,0 +1,61 @@
+"""The Colosseum on MetaWorld: BC on 100 clean demos per task with a frozen PVR, evaluated on
+25 episodes of every test set (no perturbation, each of 14 factors, all together).
+
+  python -m launch.main --config configs/colosseum.py          # 10 tasks x 16 test sets,
+        # in1k_mobilenetv2 at 112 px, 1 seed (~2.5 h on 2 CPU cores; README: Colosseum)
+  python -m launch.main --config configs/colosseum.py:tiny     # seconds-scale smoke run
+  python -m launch.colosseum_report --store runs/colosseum/results.jsonl --out runs/colosseum/report
+  python -m launch.colosseum_gallery --out runs/colosseum/gallery.png
+
+First the job measures MetaWorld's scripted expert on every (task, test set) (25 episodes, no
+pixels); a factor under which it succeeds < 90% is excluded for that task, with the figure
+(stored as `colosseum_expert` rows). Then per task: demos -> PVR embeddings (cached) -> BC with
+CortexBench's recipe (configs/cortexbench.py keys) selected on clean validation episodes ->
+every test set. Cells already stored under the same config hash are skipped.
+
+Variants (`:arg`):
+  full (default) the protocol above.
+  tiny           one task, 3 demos, 2 episodes per test set, tiny images.
+"""
+from configs import cortexbench as cortexbench_config
+from vcbench.benchmarks import colosseum as col
+
+VARIANTS = ("full", "tiny")
+
+
+def get_config(arg=None):
+  arg = arg or "full"
+  if arg not in VARIANTS:
+    raise ValueError(f"configs/colosseum.py: unknown variant {arg!r}; variants: {VARIANTS}")
+  c = cortexbench_config.get_config("full")
+  c.job = "colosseum"
+  c.protocol = arg
+  c.workdir = "runs/colosseum"
+  c.tasks = tuple(col.TASKS)
+  c.test_sets = col.TEST_SETS
+  c.pvrs = ("in1k_mobilenetv2",)
+  c.seeds = (0,)
+  c.num_demos = 100
+  c.render_size, c.img_size = 128, 112
+  c.epochs, c.eval_every = 100, 20
+  c.val_episodes, c.test_episodes = 10, 25
+  c.horizon = 200            # MetaWorld's experts need <= 130 steps under every factor.
+  c.eval_envs = 10
+  c.num_workers = 2
+  c.factor_seed = 0          # Base of every factor draw (episode seeds are the test split's).
+  c.expert_episodes = 25
+  c.expert_min_success = col.EXPERT_MIN_SUCCESS
+  if arg == "tiny":
+    c.workdir = "runs/colosseum_tiny"
+    c.tasks = ("button-press-topdown",)
+    c.test_sets = (col.NONE, col.ALL, "MO_Color", "RO_Size", "MO_Size")
+    c.pvrs = ("random_vit_ti",)
+    c.num_demos = 3
+    c.render_size, c.img_size = 32, 32
+    c.epochs, c.eval_every = 4, 2
+    c.val_episodes, c.test_episodes = 2, 2
+    c.horizon = 90           # The expert presses the button in 65-85 steps.
+    c.eval_envs = 2
+    c.num_workers = 0
+    c.expert_episodes = 2
+  return c

@@ -1,0 +1,20 @@
+"""Builds The Colosseum report from a result store, and from nothing else.
+
+  python -m launch.colosseum_report --store=runs/colosseum/results.jsonl \
+      --out=runs/colosseum/report
+
+Writes tables.md, expert.md (when the store holds the expert-solvability check),
+percent_change.png and polar.png under --out (see `vcbench.reports.colosseum`) and prints the
+tables.
+"""
+from __future__ import annotations
+
+from absl import app
+
+from launch import report_cli
+from vcbench.reports import colosseum as report
+
+main = report_cli.main_for("colosseum_report", report.write_report, ("tables", "expert"))
+
+if __name__ == "__main__":
+  app.run(main)

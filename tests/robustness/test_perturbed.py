@@ -1,0 +1,168 @@
+"""PerturbedSim: episode codes, seeded and restorable perturbations, refusals, object sizes."""
+import numpy as np
+import pytest
+
+pytest.importorskip("metaworld")
+
+import vcbench  # noqa: E402, F401 - before jax (XLA flags).
+from vcbench.benchmarks import colosseum as col  # noqa: E402
+from vcbench.envs.mujoco import scene  # noqa: E402
+from vcbench.robustness import factors, perturbed  # noqa: E402
+
+# The fields the factors write, compared after a clean episode (body_pos: distractors only,
+# MetaWorld itself places some bodies on reset).
+RESTORED = ("light_diffuse", "geom_rgba", "geom_matid", "cam_pos", "cam_quat", "geom_friction",
+            "body_mass", "body_inertia")
+
+
+@pytest.fixture(autouse=True)
+def _egl(monkeypatch):
+  monkeypatch.setenv("MUJOCO_GL", "egl")
+
+
+@pytest.fixture(scope="module")
+def hammer():
+  sim = perturbed.PerturbedSim("hammer", None, 200)
+  yield sim
+  sim.close()
+
+
+def _snapshot(sim):
+  m = sim.env.model
+  out = {f: np.array(getattr(m, f)) for f in RESTORED}
+  out["distractor_pos"] = np.array(m.body_pos[sim.target.distractors])
+  out["distractor_quat"] = np.array(m.body_quat[sim.target.distractors])
+  return out
+
+
+def test_encode_decode_round_trip_and_ranges():
+  """Every test set and seed survives encode -> decode; codes of different test sets differ;
+  seeds and codes out of range are refused."""
+  codes = set()
+  for test_set in col.TEST_SETS:
+    for seed in (0, 1, 24, 999_999):
+      code = perturbed.encode(test_set, seed)
+      assert perturbed.decode(code) == (test_set, seed)
+      codes.add(code)
+  assert len(codes) == 4 * len(col.TEST_SETS)
+  assert perturbed.encode(col.NONE, 7) == 7  # Clean episodes keep their seeds.
+  assert perturbed.decode(np.int32(perturbed.encode("Mass", 3))) == ("Mass", 3)
+  for seed in (-1, perturbed.STRIDE):
+    with pytest.raises(ValueError, match="outside"):
+      perturbed.encode("Mass", seed)
+  for code in (-1, len(col.TEST_SETS) * perturbed.STRIDE):
+    with pytest.raises(ValueError, match="not a Colosseum episode code"):
+      perturbed.decode(code)
+  with pytest.raises(ValueError, match="unknown Colosseum test set 'Gravity'"):
+    perturbed.encode("Gravity", 0)
+
+
+def test_light_colour_is_seeded_per_episode(hammer):
+  """The same episode gives the same light colour, another episode another one."""
+  hammer.reset(perturbed.encode("Light_Color", 3))
+  first = np.array(hammer.env.model.light_diffuse)
+  hammer.reset(perturbed.encode("Light_Color", 3))
+  np.testing.assert_array_equal(hammer.env.model.light_diffuse, first)
+  hammer.reset(perturbed.encode("Light_Color", 4))
+  assert np.abs(hammer.env.model.light_diffuse - first).max() > 1e-3
+  assert np.all(first <= 0.5) and np.all(first == first[:1])  # One colour for every light.
+
+
+def test_clean_episode_restores_every_perturbed_field():
+  """After an "all perturbations" episode (no size factor: the live model is perturbed in
+  place, never recompiled), a clean episode brings back every field to the fresh scene's."""
+  sim = perturbed.PerturbedSim("hammer", None, 200, excluded=("MO_Size", "RO_Size"))
+  try:
+    model = sim.env.model
+    fresh = _snapshot(sim)
+    sim.reset(perturbed.encode(col.ALL, 3))
+    assert sim.env.model is model
+    hit = _snapshot(sim)
+    for k in fresh:
+      assert not np.array_equal(hit[k], fresh[k]), f"{k} not perturbed"
+    sim.reset(perturbed.encode(col.NONE, 3))
+    assert sim.env.model is model
+    again = _snapshot(sim)
+    for k in fresh:
+      np.testing.assert_array_equal(again[k], fresh[k], err_msg=k)
+  finally:
+    sim.close()
+
+
+def test_all_perturbations_draw_each_factor_as_alone(hammer):
+  """In one episode, "all" draws the light, the camera and the distractors exactly as each
+  factor's own test set does."""
+  def after(test_set):
+    hammer.reset(perturbed.encode(test_set, 11))
+    return _snapshot(hammer)
+
+  every = after(col.ALL)
+  light, camera, distractor = after("Light_Color"), after("Camera_Pose"), after("Distractor")
+  np.testing.assert_array_equal(every["light_diffuse"], light["light_diffuse"])
+  np.testing.assert_array_equal(every["cam_pos"], camera["cam_pos"])
+  np.testing.assert_array_equal(every["cam_quat"], camera["cam_quat"])
+  np.testing.assert_array_equal(every["distractor_pos"], distractor["distractor_pos"])
+  np.testing.assert_array_equal(every["distractor_quat"], distractor["distractor_quat"])
+  assert not np.array_equal(light["cam_pos"], camera["cam_pos"])  # Camera_Pose moved it.
+
+
+def test_refusals_and_excluded_factors():
+  """A factor without its object is refused with the reason; an excluded one is refused
+  alone and left out of "all"."""
+  drawer = perturbed.PerturbedSim("drawer-open", None, 50)
+  try:
+    for test_set in ("RO_Color", "RO_Texture", "RO_Size"):
+      with pytest.raises(ValueError, match=f"{test_set} does not apply.*receiver"):
+        drawer.reset(perturbed.encode(test_set, 0))
+    assert not {"RO_Color", "RO_Texture", "RO_Size"} & set(drawer.factors(col.ALL))
+  finally:
+    drawer.close()
+  sim = perturbed.PerturbedSim("hammer", None, 50, excluded=("Camera_Pose",))
+  try:
+    cam = sim.target.camera
+    pos, quat = np.array(sim.env.model.cam_pos[cam]), np.array(sim.env.model.cam_quat[cam])
+    with pytest.raises(ValueError, match="Camera_Pose does not apply to hammer.*expert"):
+      sim.reset(perturbed.encode("Camera_Pose", 0))
+    assert "Camera_Pose" not in sim.factors(col.ALL)
+    assert len(sim.factors(col.ALL)) == len(col.FACTORS) - 1
+    sim.reset(perturbed.encode(col.ALL, 0))
+    np.testing.assert_array_equal(sim.env.model.cam_pos[sim.target.camera], pos)
+    np.testing.assert_array_equal(sim.env.model.cam_quat[sim.target.camera], quat)
+  finally:
+    sim.close()
+
+
+def test_task_params_take_the_task_size_ranges():
+  """Per-task size ranges replace the defaults; a task without one keeps the default."""
+  p = perturbed.task_params("hammer")
+  assert (p.mo_size, p.ro_size) == ((0.9, 1.1), (0.9, 1.1))
+  p = perturbed.task_params("button-press-topdown")
+  assert (p.mo_size, p.ro_size) == (factors.Params().mo_size, (0.85, 1.15))
+  assert perturbed.task_params("hammer").light_range == factors.Params().light_range
+
+
+def test_mo_size_scales_the_hammer_by_the_drawn_factor(hammer):
+  """MO_Size recompiles the scene with the hammer scaled by the episode's draw (inside the
+  task's range); the box and the rest are unchanged; the expert still solves it."""
+  base = scene.compile_scene(hammer.env.fullpath)
+  mo = scene._subtree_ids(base, ("hammerbody",))
+  mo_geoms = np.flatnonzero(np.isin(base.geom_bodyid, mo))
+  draws = []
+  for seed in (2, 3):
+    key = perturbed.episode_key(hammer.base_seed, seed, "MO_Size")
+    s = factors.scales({"MO_Size": key}, hammer.params, ("hammerbody",), ("box",))
+    assert set(s) == {"hammerbody"} and 0.9 <= s["hammerbody"] <= 1.1
+    assert hammer.perturb(perturbed.encode("MO_Size", seed)) == s
+    hammer.reset(perturbed.encode("MO_Size", seed))
+    model = hammer.env.model
+    np.testing.assert_allclose(model.geom_rbound[mo_geoms],
+                               s["hammerbody"] * base.geom_rbound[mo_geoms], rtol=1e-5)
+    rest = np.setdiff1d(np.arange(base.ngeom), mo_geoms)
+    np.testing.assert_array_equal(model.geom_rbound[rest], base.geom_rbound[rest])
+    draws.append(s["hammerbody"])
+  assert abs(draws[0] - draws[1]) > 1e-4 and all(abs(d - 1) > 1e-4 for d in draws)
+  hammer.reset(perturbed.encode(col.NONE, 2))
+  np.testing.assert_array_equal(hammer.env.model.geom_rbound, base.geom_rbound)
+  result = perturbed.expert_success("hammer", "MO_Size", 2, 200)
+  assert result["success_rate"] == 1.0 and result["episodes"] == 2
+  assert 1 <= result["mean_length"] < 200

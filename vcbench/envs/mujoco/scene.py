@@ -1,0 +1,328 @@
+"""The Colosseum scene of a MetaWorld task: its MJCF recompiled with MjSpec, plus an index of
+what each perturbation factor acts on.
+
+MetaWorld's own XML is extended, never edited by hand, with what the factors need:
+- a fixed camera `CAMERA` at the pose of vcbench's `top_cap2` free camera (metaworld.CAMERAS),
+  so the camera pose is a model field (`cam_pos`, `cam_quat`) that a factor can change;
+- a texture bank (`TEXTURES`): the image textures MetaWorld ships (decoded once, resized to
+  `TEXTURE_SIZE`) and procedural MuJoCo builtins in Colosseum's colours, one material each;
+- a pool of distractor objects (`DISTRACTORS`: MetaWorld meshes and primitives), parked out of
+  view at `PARK`; the Distractor factor moves some of them onto the table. They are static and
+  do not collide (contype = conaffinity = 0): the factor measures what the camera sees, and the
+  arm's path stays the expert's (Colosseum spawns its distractors away from the task objects).
+- object scaling (`scales`: root body -> factor): every body, geom, site, joint and inertial
+  frame of the subtree is scaled about the root, meshes through their `scale`; sites (the
+  task's targets and grasp points) move with the object -- MetaWorld's analogue of Colosseum
+  rescaling its waypoints with the object. Masses are kept.
+The clean scene renders the same pixels as the plain MetaWorld task through `top_cap2` (test).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+
+import numpy as np
+
+CAMERA = "colosseum_front"
+TEXTURE_SIZE = 128
+PARK = (0.0, -3.0, -3.0)  # Behind the camera, below the floor: never in view.
+TEXTURE_PREFIX, DISTRACTOR_PREFIX = "vcb_tex_", "vcb_distractor_"
+
+# The Colosseum's 20 colours (robot-colosseum colosseum/variations/const.py), in its order.
+COLOURS: dict[str, tuple[float, float, float]] = {
+    "red": (1.0, 0.0, 0.0), "maroon": (0.5, 0.0, 0.0), "lime": (0.0, 1.0, 0.0),
+    "green": (0.0, 0.5, 0.0), "blue": (0.0, 0.0, 1.0), "navy": (0.0, 0.0, 0.5),
+    "yellow": (1.0, 1.0, 0.0), "cyan": (0.0, 1.0, 1.0), "magenta": (1.0, 0.0, 1.0),
+    "silver": (0.75, 0.75, 0.75), "gray": (0.5, 0.5, 0.5), "orange": (1.0, 0.5, 0.0),
+    "olive": (0.5, 0.5, 0.0), "purple": (0.5, 0.0, 0.5), "teal": (0.0, 0.5, 0.5),
+    "azure": (0.0, 0.5, 1.0), "violet": (0.5, 0.0, 1.0), "rose": (1.0, 0.0, 0.5),
+    "black": (0.0, 0.0, 0.0), "white": (1.0, 1.0, 1.0)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Texture:
+  """An image file under MetaWorld's assets, or a MuJoCo builtin (checker/gradient/flat)."""
+  name: str
+  file: str = ""
+  builtin: str = ""
+  rgb1: str = "white"
+  rgb2: str = "black"
+  mark: str = "none"     # Builtin marks: none, edge, cross, random.
+
+
+_IMAGES = ("textures/wood1.png", "textures/wood3.png", "textures/wood4.png",
+           "textures/darkwood.png", "textures/light_wood_v2.png", "textures/granite.png",
+           "textures/marble.png", "textures/brick1.png", "textures/metal2.png",
+           "textures/navy_blue.png", "textures/tennis.png", "textures/real_door.png",
+           "textures/floor1.png", "textures/plaster1.png", "scene/textures/fabricPattern.png",
+           "scene/textures/fabricPlain.png", "scene/textures/white_marble_tile.png",
+           "scene/textures/metal1.png")
+TEXTURES: tuple[Texture, ...] = (
+    tuple(Texture(os.path.splitext(os.path.basename(f))[0] + ("_s" if "scene/" in f else ""),
+                  file=f) for f in _IMAGES)
+    + (Texture("checker_red_white", builtin="checker", rgb1="red", rgb2="white"),
+       Texture("checker_blue_yellow", builtin="checker", rgb1="blue", rgb2="yellow"),
+       Texture("checker_black_lime", builtin="checker", rgb1="black", rgb2="lime"),
+       Texture("checker_teal_orange", builtin="checker", rgb1="teal", rgb2="orange"),
+       Texture("gradient_magenta_navy", builtin="gradient", rgb1="magenta", rgb2="navy"),
+       Texture("gradient_cyan_maroon", builtin="gradient", rgb1="cyan", rgb2="maroon"),
+       Texture("grid_violet_silver", builtin="flat", rgb1="violet", rgb2="silver", mark="edge"),
+       Texture("cross_olive_white", builtin="flat", rgb1="olive", rgb2="white", mark="cross"),
+       Texture("speckle_rose_black", builtin="flat", rgb1="rose", rgb2="black", mark="random"),
+       Texture("speckle_azure_white", builtin="flat", rgb1="azure", rgb2="white",
+               mark="random"),
+       Texture("speckle_green_gray", builtin="flat", rgb1="green", rgb2="gray",
+               mark="random")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+  """One geom of a distractor: a MetaWorld mesh (`mesh` = path under assets/objects/meshes)
+  or a primitive (`kind`: box, sphere, cylinder, capsule, ellipsoid) with MuJoCo `size`."""
+  kind: str
+  size: tuple[float, ...] = ()
+  mesh: str = ""
+  pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
+  colour: str = "gray"
+
+
+DISTRACTORS: dict[str, tuple[Part, ...]] = {
+    "thermos": (Part("mesh", mesh="thermos/therm_body.stl", colour="silver"),
+                Part("mesh", mesh="thermos/therm_cap.stl", colour="black")),
+    "dial": (Part("mesh", mesh="dial/dial.stl", colour="gray"),
+             Part("mesh", mesh="dial/dialhead.stl", colour="red")),
+    "puck": (Part("mesh", mesh="puck/puck.stl", colour="black"),),
+    "soccer_ball": (Part("mesh", mesh="soccer/soccer_white.stl", colour="white"),
+                    Part("mesh", mesh="soccer/soccer_black.stl", colour="black")),
+    "stick": (Part("mesh", mesh="stick/stick.stl", colour="orange"),),
+    "cube": (Part("box", (0.03, 0.03, 0.03), pos=(0, 0, 0.03), colour="yellow"),),
+    "ball": (Part("sphere", (0.035,), pos=(0, 0, 0.035), colour="cyan"),),
+    "can": (Part("cylinder", (0.03, 0.05), pos=(0, 0, 0.05), colour="maroon"),),
+    "bottle": (Part("cylinder", (0.025, 0.06), pos=(0, 0, 0.06), colour="green"),
+               Part("cylinder", (0.01, 0.025), pos=(0, 0, 0.14), colour="green")),
+    "mug": (Part("cylinder", (0.035, 0.04), pos=(0, 0, 0.04), colour="blue"),
+            Part("capsule", (0.008, 0.02), pos=(0.045, 0, 0.04), colour="blue")),
+    "egg": (Part("ellipsoid", (0.025, 0.025, 0.035), pos=(0, 0, 0.035), colour="white"),),
+    "dumbbell": (Part("capsule", (0.01, 0.04), pos=(0, 0, 0.02), colour="gray"),
+                 Part("sphere", (0.022,), pos=(0, 0, 0.07), colour="purple"),
+                 Part("sphere", (0.022,), pos=(0, 0, -0.03), colour="purple")),
+}
+
+
+def _assets_dir() -> str:
+  import metaworld  # noqa: PLC0415 - optional dependency.
+  return os.path.join(os.path.dirname(metaworld.__file__), "assets")
+
+
+@functools.lru_cache(maxsize=None)
+def _image(file: str) -> np.ndarray:
+  """A texture image decoded once per process, RGB uint8 at TEXTURE_SIZE²."""
+  from PIL import Image  # noqa: PLC0415
+  path = os.path.join(_assets_dir(), file)
+  with Image.open(path) as im:
+    im = im.convert("RGB").resize((TEXTURE_SIZE, TEXTURE_SIZE), Image.BILINEAR)
+    return np.ascontiguousarray(np.asarray(im, np.uint8))
+
+
+def _camera_pose(lookat, distance, azimuth, elevation):
+  """pos and quat (w, x, y, z) of a fixed camera that sees what a MuJoCo free camera sees."""
+  az, el = math.radians(azimuth), math.radians(elevation)
+  forward = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+  pos = np.asarray(lookat, float) - distance * forward
+  right = np.cross(forward, [0.0, 0.0, 1.0])
+  right /= np.linalg.norm(right)
+  up = np.cross(right, forward)
+  rot = np.stack([right, up, -forward], axis=1)  # Camera x, y, z axes as columns.
+  quat = np.zeros(4)
+  import mujoco  # noqa: PLC0415
+  mujoco.mju_mat2Quat(quat, rot.reshape(-1))
+  return pos, quat
+
+
+def _add_textures(spec) -> None:
+  import mujoco  # noqa: PLC0415
+  builtins = {"checker": mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+              "gradient": mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+              "flat": mujoco.mjtBuiltin.mjBUILTIN_FLAT}
+  marks = {"none": mujoco.mjtMark.mjMARK_NONE, "edge": mujoco.mjtMark.mjMARK_EDGE,
+           "cross": mujoco.mjtMark.mjMARK_CROSS, "random": mujoco.mjtMark.mjMARK_RANDOM}
+  for tex in TEXTURES:
+    name = TEXTURE_PREFIX + tex.name
+    t = spec.add_texture(name=name, type=mujoco.mjtTexture.mjTEXTURE_2D,
+                         width=TEXTURE_SIZE, height=TEXTURE_SIZE)
+    if tex.file:
+      t.nchannel = 3
+      t.data = _image(tex.file).tobytes()
+    else:
+      t.builtin = builtins[tex.builtin]
+      t.rgb1, t.rgb2 = COLOURS[tex.rgb1], COLOURS[tex.rgb2]
+      t.mark, t.markrgb = marks[tex.mark], COLOURS[tex.rgb2]
+      t.random = 0.2 if tex.mark == "random" else 0.0
+    textures = [""] * int(mujoco.mjtTextureRole.mjNTEXROLE)
+    textures[int(mujoco.mjtTextureRole.mjTEXROLE_RGB)] = name
+    spec.add_material(name=name, textures=textures, texuniform=True, texrepeat=(8.0, 8.0))
+
+
+def _add_distractors(spec) -> None:
+  import mujoco  # noqa: PLC0415
+  kinds = {"box": mujoco.mjtGeom.mjGEOM_BOX, "sphere": mujoco.mjtGeom.mjGEOM_SPHERE,
+           "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER, "capsule": mujoco.mjtGeom.mjGEOM_CAPSULE,
+           "ellipsoid": mujoco.mjtGeom.mjGEOM_ELLIPSOID, "mesh": mujoco.mjtGeom.mjGEOM_MESH}
+  meshes = os.path.join(_assets_dir(), "objects", "meshes")
+  for name, parts in DISTRACTORS.items():
+    body = spec.worldbody.add_body(name=DISTRACTOR_PREFIX + name, pos=PARK)
+    for i, part in enumerate(parts):
+      geom = body.add_geom(name=f"{DISTRACTOR_PREFIX}{name}_{i}", type=kinds[part.kind],
+                           pos=part.pos, rgba=(*COLOURS[part.colour], 1.0), contype=0,
+                           conaffinity=0, group=1)
+      if part.kind == "mesh":
+        mesh_name = f"{DISTRACTOR_PREFIX}{name}_{i}"
+        spec.add_mesh(name=mesh_name, file=os.path.join(meshes, part.mesh))
+        geom.meshname = mesh_name
+      else:
+        size = np.zeros(3)
+        size[:len(part.size)] = part.size
+        geom.size = size
+
+
+def _subtree(body):
+  yield body
+  for child in body.bodies:
+    yield from _subtree(child)
+
+
+def _scaled_mesh(spec, name: str, s: float, tag: str) -> str:
+  """A copy of mesh `name` scaled by `s` (the original may be shared with other objects, as
+  bin-picking's two bins share one)."""
+  old = spec.mesh(name)
+  new = spec.add_mesh(name=f"{name}_{tag}", file=old.file, scale=np.asarray(old.scale) * s,
+                      refpos=old.refpos, refquat=old.refquat, inertia=old.inertia,
+                      maxhullvert=old.maxhullvert, smoothnormal=old.smoothnormal)
+  if len(old.uservert):  # MuJoCo scales user vertices too; copy them.
+    new.uservert, new.userface = old.uservert, old.userface
+  return new.name
+
+
+def _scale_subtree(spec, root_name: str, s: float) -> None:
+  """Scales the subtree of `root_name` by `s` about the root body's frame."""
+  root = spec.body(root_name)
+  if root is None:
+    raise ValueError(f"no body {root_name!r} to scale in {spec.modelname!r}")
+  meshes: dict[str, str] = {}
+  for b in _subtree(root):
+    if b is not root:
+      b.pos = np.asarray(b.pos) * s
+    b.ipos = np.asarray(b.ipos) * s
+    b.inertia = np.asarray(b.inertia) * s * s  # Same mass, geometry scaled by s.
+    for g in b.geoms:
+      g.pos = np.asarray(g.pos) * s
+      if math.isnan(g.mass):  # Mass from volume x density: keep the mass (inertia ~ s²).
+        g.density = g.density / s**3
+      if not math.isnan(g.fromto[0]):
+        g.fromto = np.asarray(g.fromto) * s
+      if g.meshname:
+        if g.meshname not in meshes:
+          meshes[g.meshname] = _scaled_mesh(spec, g.meshname, s, f"x{root_name}")
+        g.meshname = meshes[g.meshname]
+      else:
+        g.size = np.asarray(g.size) * s
+    for site in b.sites:
+      site.pos = np.asarray(site.pos) * s
+      site.size = np.asarray(site.size) * s
+    for j in b.joints:
+      j.pos = np.asarray(j.pos) * s
+
+
+def build_spec(xml_path: str, scales: dict[str, float] | None = None):
+  """The MjSpec of the Colosseum scene for a MetaWorld model file."""
+  import mujoco  # noqa: PLC0415
+  from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415
+  spec = mujoco.MjSpec.from_file(xml_path)
+  c = mw.CAMERAS["top_cap2"]
+  pos, quat = _camera_pose(c.lookat, c.distance, c.azimuth, c.elevation)
+  spec.worldbody.add_camera(name=CAMERA, pos=pos, quat=quat, fovy=45.0)
+  _add_textures(spec)
+  _add_distractors(spec)
+  for root, s in (scales or {}).items():
+    if s != 1.0:
+      _scale_subtree(spec, root, float(s))
+  return spec
+
+
+def compile_scene(xml_path: str, scales: dict[str, float] | None = None):
+  """The compiled Colosseum scene (an `mujoco.MjModel`)."""
+  return build_spec(xml_path, scales).compile()
+
+
+@dataclasses.dataclass(frozen=True)
+class SceneIndex:
+  """Model indices a factor acts on (numpy int arrays), found by name in a compiled scene.
+
+  mo_geoms/ro_geoms are the *visible* geoms (render groups 0-2) of the objects' subtrees, the
+  ones colour and texture change; mo_geoms_all/ro_geoms_all are every geom (friction);
+  mo_bodies are the subtree bodies (mass).
+  """
+  mo_bodies: np.ndarray
+  mo_geoms: np.ndarray
+  mo_geoms_all: np.ndarray
+  ro_geoms: np.ndarray
+  table_geoms: np.ndarray
+  floor_geom: np.ndarray
+  camera: int
+  materials: np.ndarray     # The texture bank's material ids, in TEXTURES order.
+  distractors: np.ndarray   # The distractor pool's body ids, in DISTRACTORS order.
+  num_lights: int
+
+
+def _subtree_ids(model, roots) -> list[int]:
+  import mujoco  # noqa: PLC0415
+  ids = []
+  for name in roots:
+    root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+    if root < 0:
+      raise ValueError(f"the scene has no body {name!r}; bodies: "
+                       f"{[model.body(i).name for i in range(model.nbody)]}")
+    ids += [b for b in range(model.nbody)
+            if b == root or _is_descendant(model.body_parentid, b, root)]
+  return sorted(set(ids))
+
+
+def _is_descendant(parent, body: int, root: int) -> bool:
+  while body > 0:
+    body = int(parent[body])
+    if body == root:
+      return True
+  return False
+
+
+def _geoms_of(model, bodies, visible_only: bool) -> np.ndarray:
+  mask = np.isin(model.geom_bodyid, bodies)
+  if visible_only:
+    mask &= model.geom_group <= 2
+  return np.flatnonzero(mask).astype(np.int32)
+
+
+def index(model, mo: tuple[str, ...], ro: tuple[str, ...]) -> SceneIndex:
+  """The `SceneIndex` of a compiled scene for a task's MO and RO root bodies."""
+  import mujoco  # noqa: PLC0415
+  name2id = lambda kind, n: mujoco.mj_name2id(model, kind, n)  # noqa: E731
+  mo_bodies = _subtree_ids(model, mo)
+  # An RO may hold the MO (button-press-topdown's box holds the button): the MO's geoms are
+  # not the RO's.
+  ro_bodies = [b for b in _subtree_ids(model, ro) if b not in set(mo_bodies)]
+  table = _subtree_ids(model, ("tablelink",))
+  return SceneIndex(
+      mo_bodies=np.asarray(mo_bodies, np.int32),
+      mo_geoms=_geoms_of(model, mo_bodies, True),
+      mo_geoms_all=_geoms_of(model, mo_bodies, False),
+      ro_geoms=_geoms_of(model, ro_bodies, True),
+      table_geoms=_geoms_of(model, table, True),
+      floor_geom=np.asarray([name2id(mujoco.mjtObj.mjOBJ_GEOM, "floor")], np.int32),
+      camera=name2id(mujoco.mjtObj.mjOBJ_CAMERA, CAMERA),
+      materials=np.asarray([name2id(mujoco.mjtObj.mjOBJ_MATERIAL, TEXTURE_PREFIX + t.name)
+                            for t in TEXTURES], np.int32),
+      distractors=np.asarray([name2id(mujoco.mjtObj.mjOBJ_BODY, DISTRACTOR_PREFIX + n)
+                              for n in DISTRACTORS], np.int32),
+      num_lights=int(model.nlight))
