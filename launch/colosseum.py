@@ -35,6 +35,9 @@ def validate(config) -> None:
   config_lib.require_choice(config, "tasks", list(col.TASKS))
   config_lib.require_choice(config, "test_sets", col.TEST_SETS)
   config_lib.require_choice(config, "pvrs", embedder_lib.names())
+  config_lib.require(config, "pvrs", lambda v: "state_oracle" not in v,
+                     "PVRs that see pixels (the Colosseum perturbs what the camera sees; the "
+                     "state oracle would score every factor but friction and mass as clean)")
   cortexbench_job.checkpoint_paths(config)
   for key in cortexbench_job._POSITIVE + ("expert_episodes",):  # noqa: SLF001
     config_lib.require(config, key, lambda v: isinstance(v, int) and v > 0, "a positive int")
@@ -123,9 +126,6 @@ def _run_task(config, store, chash, protocol, render, data_dir, task, excluded, 
   try:
     for (pvr, seed), pending in todo.items():
       emb_fn = cortexbench_job.embedder_of(config, pvr, embedders)
-      if emb_fn.obs_key == "state":
-        raise config_lib.ConfigError("the Colosseum perturbs what a camera sees: the state "
-                                     "oracle is not a PVR for it; drop it from config.pvrs")
       emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
       evaluator = evaluator or bc_protocol.Evaluator(make_sim, protocol)
       _run_cell(config, store, chash, protocol, evaluator, emb_fn, demos, emb, task, pvr, seed,

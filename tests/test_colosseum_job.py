@@ -73,9 +73,21 @@ def test_gallery_draws_every_test_set(tmp_path):
     ("tasks", ("stack-cups",), "stack-cups"),
     ("test_sets", ("MO_Colour",), "MO_Colour"),
     ("expert_min_success", 1.5, "a rate in"),
+    ("pvrs", ("state_oracle",), "PVRs that see pixels"),
 ])
 def test_bad_configs_are_refused_before_work(key, value, message):
   config = colosseum_config.get_config("tiny")
   config[key] = value
   with pytest.raises(config_lib.ConfigError, match=message):
     jobs.resolve(config)
+
+
+def test_speed_bench_runs_the_evaluation_path(tmp_path):
+  done = _run("launch.bench_colosseum", "--pvr=random_vit_ti", "--render=32", "--img=32",
+              "--tasks=drawer-open", "--episodes=1", "--horizon=3", "--envs=4", "--workers=0",
+              tmp_path=tmp_path, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  applicable = sum(1 for t in col.TEST_SETS
+                   if t in (col.NONE, col.ALL) or not col.inapplicable("drawer-open", t))
+  assert f"drawer-open: {applicable} episodes in" in done.stdout
+  assert "10 tasks x 14 factors x 25 episodes at this rate" in done.stdout

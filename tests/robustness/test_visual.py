@@ -20,6 +20,7 @@ from skimage import data
 
 from launch import bench_corruptions
 from launch import corruption_gallery
+from vcbench.reports import gallery
 from vcbench.robustness import imageops
 from vcbench.robustness import visual
 
@@ -222,6 +223,7 @@ def test_gallery_sheet_layout():
   clean = np.zeros((32, 32, 3), np.uint8)
   grid = {"a": [clean] * 5, "b": [clean] * 5}
   sheet = corruption_gallery.draw(clean, grid)
-  panel = corruption_gallery._MIN_PANEL
-  assert sheet.size == (corruption_gallery._LABEL_W + 6 * (panel + corruption_gallery._GAP),
-                        corruption_gallery._HEADER_H + 2 * (panel + corruption_gallery._GAP))
+  panel, gap, header = 96, gallery._GAP, gallery._HEADER_H  # 32² frames enlarged to 96².
+  assert sheet.size == (110 + 6 * (panel + gap), header + 2 * (panel + gap))
+  tiles = gallery.labelled_grid({"a": [clean, None]}, ["x", "y"], label_width=10)
+  assert np.asarray(tiles)[header + 5, 10 + panel + gap + 5].tolist() == [200, 200, 200]
