@@ -9,7 +9,9 @@ from absl import flags
 
 from vcbench.reports import store as store_lib
 
-_STORE = flags.DEFINE_string("store", None, "result store (.jsonl) to read", required=True)
+_STORE = flags.DEFINE_list("store", None, "result store(s) (.jsonl) to read; several, comma-"
+                           "separated, are read as one (e.g. a sweep split over machines)",
+                           required=True)
 _OUT = flags.DEFINE_string("out", None, "directory for the report files", required=True)
 
 
@@ -17,17 +19,19 @@ def run(name: str, write_report: Callable[[list, str], Mapping[str, pathlib.Path
         printed: Sequence[str]) -> None:
   """Writes the report of `--store` under `--out`, prints the `printed` files that exist and
   lists every file; exits with a message naming the store when it is missing or unusable."""
-  path = pathlib.Path(_STORE.value)
-  if not path.is_file():
-    sys.exit(f"launch.{name}: result store {str(path)!r} does not exist")
+  paths = [pathlib.Path(p) for p in _STORE.value]
+  for path in paths:
+    if not path.is_file():
+      sys.exit(f"launch.{name}: result store {str(path)!r} does not exist")
+  rows = [r for path in paths for r in store_lib.ResultStore(path).to_rows(latest_only=True)]
   try:
-    paths = write_report(store_lib.ResultStore(path).to_rows(latest_only=True), _OUT.value)
+    written = write_report(rows, _OUT.value)
   except ValueError as e:
-    sys.exit(f"launch.{name}: {path}: {e}")
+    sys.exit(f"launch.{name}: {','.join(_STORE.value)}: {e}")
   for key in printed:
-    if key in paths:
-      print(paths[key].read_text(encoding="utf-8"))
-  for p in paths.values():
+    if key in written:
+      print(written[key].read_text(encoding="utf-8"))
+  for p in written.values():
     print(f"wrote {p}")
 
 

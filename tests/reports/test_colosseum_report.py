@@ -168,3 +168,16 @@ def test_cli_refuses_missing_and_empty_stores(tmp_path):
   out = _cli(f"--store={empty}", f"--out={tmp_path / 'report'}")
   assert out.returncode != 0 and "no Colosseum records" in out.stderr
   assert not (tmp_path / "report").exists()
+
+
+def test_cli_reads_a_sweep_split_over_two_stores(tmp_path):
+  """The lines of one store split between two files give the same tables as the one store."""
+  _store(tmp_path / "all.jsonl")
+  lines = (tmp_path / "all.jsonl").read_text().splitlines(keepends=True)
+  (tmp_path / "a.jsonl").write_text("".join(lines[::2]))
+  (tmp_path / "b.jsonl").write_text("".join(lines[1::2]))
+  whole = _cli(f"--store={tmp_path / 'all.jsonl'}", f"--out={tmp_path / 'r1'}")
+  split = _cli(f"--store={tmp_path / 'a.jsonl'},{tmp_path / 'b.jsonl'}", f"--out={tmp_path / 'r2'}")
+  assert whole.returncode == 0 and split.returncode == 0, split.stderr
+  assert (tmp_path / "r1" / "tables.md").read_text() == (tmp_path / "r2" / "tables.md").read_text()
+  assert "| % change |  | -55.6% | -16.7% | -33.3% |" in split.stdout
