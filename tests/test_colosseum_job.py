@@ -91,3 +91,21 @@ def test_speed_bench_runs_the_evaluation_path(tmp_path):
                    if t in (col.NONE, col.ALL) or not col.inapplicable("drawer-open", t))
   assert f"drawer-open: {applicable} episodes in" in done.stdout
   assert "10 tasks x 14 factors x 25 episodes at this rate" in done.stdout
+
+
+def test_only_factors_are_excluded_by_the_expert_check(tmp_path):
+  """A stored expert rate below the bar excludes a factor, never the baselines (no
+  perturbation, all perturbations); inapplicable factors carry their own reason."""
+  from launch import colosseum as job  # noqa: PLC0415
+  config = colosseum_config.get_config("tiny")
+  config.test_sets = (col.NONE, col.ALL, "MO_Color", "Camera_Pose", "MO_Size")
+  store = store_lib.ResultStore(tmp_path / "results.jsonl")
+  chash = job.config_hash(config)
+  for test_set, rate in ((col.NONE, 0.5), (col.ALL, 0.5), ("MO_Color", 0.5),
+                         ("Camera_Pose", 0.9)):
+    store.append(store_lib.Cell(benchmark=col.EXPERT_BENCHMARK, task="button-press-topdown",
+                                pvr="expert", seed=0, corruption=test_set), chash,
+                 {"success_rate": rate, "episodes": 2})
+  out = job.expert_exclusions(config, store, chash, "button-press-topdown")
+  assert set(out) == {"MO_Color", "MO_Size"}
+  assert "50% of 2 episodes" in out["MO_Color"] and "button box" in out["MO_Size"]
