@@ -8,8 +8,8 @@ reproducible, and "all perturbations" draws each factor exactly as its own test 
 that episode -- then
 1. recompiles the scene if a size factor is on (meshes scale; the renderer is rebuilt),
 2. restores the base values of the fields the factors write and applies each factor's pure
-   update (`factors.updates`) to the live model; after Mass, `mj_setConst` recomputes the
-   model's derived constants,
+   update (`factors.updates`) to the live model, then `mj_setConst` recomputes the model's
+   derived constants (every episode: a Mass episode leaves them changed for the next),
 3. resets MetaWorld's task (object and goal placement) on the perturbed model.
 When two factors write the same geoms ("all": MO_Color then MO_Texture), the later one wins.
 Without perturbation, frames equal the plain `MetaWorldSim`'s through `top_cap2` (test), so
@@ -29,6 +29,8 @@ from vcbench.envs.mujoco import scene as scene_lib
 from vcbench.robustness import factors as factors_lib
 
 
+# Every model field some factor writes: restored from the scene's base values each episode.
+_FACTOR_FIELDS = sorted({f for name in col.FACTORS for f in factors_lib.get(name).fields})
 STRIDE = 1_000_000  # Above every split's episode seeds (demos.SPLIT_OFFSETS + 100k).
 
 
@@ -96,8 +98,7 @@ class PerturbedSim(mw.MetaWorldSim):
     env.reset_mocap_welds()  # MetaWorld sets its weld constraints on the model it loads.
     mujoco.mj_forward(model, env.data)
     self.target = scene_lib.index(model, self._mo, self._ro)
-    fields = {f for name in col.FACTORS for f in factors_lib.get(name).fields}
-    self._base = {f: np.array(getattr(model, f)) for f in sorted(fields)}
+    self._base = {f: np.array(getattr(model, f)) for f in _FACTOR_FIELDS}
     self._scales = scales
     if self.render_config is not None:
       if self._renderer is not None:
