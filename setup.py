@@ -17,6 +17,7 @@ INSTALL_REQUIRES = [
     "matplotlib>=3.8",
     "scikit-image>=0.22",   # its bundled sample photographs texture vcbench-nav
     "scipy>=1.11",
+    "grain==0.2.18",        # the frame input pipeline of MAE pre-training (data/frames.py)
 ]
 
 EXTRAS = {

@@ -12,12 +12,15 @@ import time
 from configs import cortexbench as cortexbench_config
 from launch import jobs
 from vcbench import config as config_lib
+from vcbench.algos import finetune
+from vcbench.benchmarks import adaptation as adaptation_lib
 from vcbench.benchmarks import bc_protocol
 from vcbench.benchmarks import cortexbench
 from vcbench.data import demos as demos_lib
 from vcbench.data import embeddings
 from vcbench.envs.mujoco import metaworld as mw
 from vcbench.models import embedder as embedder_lib
+from vcbench.models import zoo
 from vcbench.reports import store as store_lib
 from vcbench.reports import report as report_lib
 
@@ -41,11 +44,14 @@ def validate(config) -> None:
     config_lib.require(config, key, lambda v: isinstance(v, int) and v >= 0, "an int >= 0")
   config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
   config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
+  adaptation_lib.validate(config)
 
 
 def config_hash(config) -> str:
-  """The hash cells are stored under: the config minus `_NOT_HASHED`."""
-  return store_lib.config_hash({k: v for k, v in config.items() if k not in _NOT_HASHED})
+  """The hash cells are stored under: the config minus `_NOT_HASHED` (and minus the
+  adaptation settings for frozen runs, so their hashes predate adaptations)."""
+  skip = _NOT_HASHED + (("adaptation", "adapt") if config.adaptation == "frozen" else ())
+  return store_lib.config_hash({k: v for k, v in config.items() if k not in skip})
 
 
 def checkpoint_paths(config) -> dict[str, str]:
@@ -94,6 +100,7 @@ def run(config) -> str:
   suite = config.suite
   cells = {(task, pvr, seed): store_lib.Cell(
       benchmark=cortexbench.BENCHMARK, task=cortexbench.task_key(suite, task), pvr=pvr,
+      adaptation=adaptation_lib.cell_adaptation(config.adaptation, pvr),
       seed=int(seed)) for task in config.tasks for pvr in config.pvrs for seed in config.seeds}
   pending = set(store.pending(list(cells.values()), chash))
   print(f"cortexbench: {len(cells)} cells ({len(cells) - len(pending)} already in {store.path})")
@@ -125,6 +132,19 @@ def embedder_of(config, pvr, embedders):
   return embedders[pvr]
 
 
+def adapted_embedder(config, pvr, task, demos, data_dir, embedders):
+  """The frozen embedder of `pvr` for `task`: as loaded, or after an MAE adaptation on the
+  task's demo frames (config.adaptation)."""
+  adaptation = adaptation_lib.cell_adaptation(config.adaptation, pvr)
+  if adaptation not in adaptation_lib.MAE_ADAPTATIONS:
+    return embedder_of(config, pvr, embedders)
+  img_size = config.img_size or zoo.entry(pvr).preprocess.size
+  cfg = adaptation_lib.mae_config(config.adapt, adaptation, pvr, img_size,
+                                  checkpoint_paths(config).get(pvr))
+  path = adaptation_lib.mae_adapted(data_dir, task, demos.frames, demos.sha256, cfg)
+  return embedder_lib.make(pvr, state_dim=mw.STATE_DIM, img_size=img_size, checkpoint=path)
+
+
 def _evaluator(config, protocol, task, sim_render, evaluators):
   """The evaluator for this kind of observation, moved to `task` (compiled rollouts are kept
   across tasks)."""
@@ -148,18 +168,31 @@ def _run_task(config, store, chash, protocol, render, data_dir, task, todo, cell
         f"{100 * demos.meta['expert_success_rate']:.0f}% over {demos.meta['attempts']} episodes)")
   switched = set()
   for pvr in dict.fromkeys(k[1] for k in todo):
-    emb_fn = embedder_of(config, pvr, embedders)
-    emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
-    sim_render = None if emb_fn.obs_key == "state" else render
+    run_seed, sim_render, fingerprint = _cell_runner(config, protocol, render, data_dir, task,
+                                                     pvr, demos, embedders)
     if sim_render not in switched:
       _evaluator(config, protocol, task, sim_render, evaluators)
       switched.add(sim_render)
     for seed in [k[2] for k in todo if k[1] == pvr]:
       print(f"{task} / {pvr} / seed {seed}")
-      metrics = bc_protocol.run_cell(protocol, evaluators[sim_render], emb_fn, demos, emb,
-                                     int(seed))
+      metrics = run_seed(evaluators[sim_render], int(seed))
       store.append(cells[(task, pvr, seed)], chash, metrics,
                    extra={"protocol": config.protocol, "render": render.to_dict(),
-                          "embedder": emb_fn.fingerprint})
+                          "embedder": fingerprint})
       print(f"  -> test success {metrics['score']:.1f}% (best val epoch "
             f"{metrics['best_epoch']}, {metrics['seconds']:.0f} s)")
+
+
+def _cell_runner(config, protocol, render, data_dir, task, pvr, demos, embedders):
+  """(run(evaluator, seed) -> metrics, the observation kind it renders, the PVR's fingerprint)
+  for one (task, PVR): BC on frozen cached embeddings, or BC fine-tuning the encoder."""
+  if adaptation_lib.cell_adaptation(config.adaptation, pvr) == "finetune":
+    encoder = zoo.load(pvr, checkpoint_paths(config).get(pvr), img_size=config.img_size or None)
+    run = lambda evaluator, seed: finetune.run_cell(
+        protocol, evaluator, encoder, pvr, demos, seed, config.adapt.encoder_lr)
+    return run, render, finetune.embedder_of(encoder, pvr, encoder.params).fingerprint
+  emb_fn = adapted_embedder(config, pvr, task, demos, data_dir, embedders)
+  emb = embeddings.load_or_compute(data_dir, task, emb_fn, demos, config.embed_batch)
+  run = lambda evaluator, seed: bc_protocol.run_cell(protocol, evaluator, emb_fn, demos, emb,
+                                                     seed)
+  return run, None if emb_fn.obs_key == "state" else render, emb_fn.fingerprint

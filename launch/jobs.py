@@ -51,4 +51,5 @@ from launch import nav  # pylint: disable=g-import-not-at-top,unused-import,wron
 from launch import cortexbench  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 from launch import colosseum  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 from launch import robustnav  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
+from launch import mae  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 from launch import zoo_demo  # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position

@@ -54,14 +54,16 @@ def validate(config) -> None:
 
 
 def config_hash(config) -> str:
-  return store_lib.config_hash({k: v for k, v in config.items() if k not in _NOT_HASHED})
+  kept = {k: v for k, v in config.to_dict().items() if k not in _NOT_HASHED}
+  return store_lib.config_hash(runner.without_added_defaults(kept))
 
 
 def _cell(config) -> store_lib.Cell:
   encoder = config.policy.encoder
   return store_lib.Cell(benchmark=BENCHMARK, task=config.task,
                         pvr="scratch_cnn" if encoder == "cnn" else encoder,
-                        adaptation="scratch" if encoder == "cnn" else "frozen",
+                        adaptation=("scratch" if encoder == "cnn" else
+                                    "finetune" if config.policy.finetune_encoder else "frozen"),
                         seed=int(config.seed))
 
 

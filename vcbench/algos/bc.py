@@ -28,14 +28,20 @@ def flare(history: jax.Array) -> jax.Array:
   return fused.reshape(*history.shape[:-2], -1)
 
 
-def history_windows(emb: np.ndarray, episode: np.ndarray, history: int) -> np.ndarray:
-  """[T, D] embeddings of concatenated episodes -> [T, history, D], oldest first; steps
-  before an episode's start repeat its first embedding (eai-vc's `max(t - k, 0)`)."""
-  t = np.arange(len(emb))
+def history_indices(episode: np.ndarray, history: int) -> np.ndarray:
+  """[T] episode index of every step of concatenated episodes -> [T, history] int32 step
+  indices of each step's window, oldest first; steps before an episode's start repeat its
+  first step (eai-vc's `max(t - k, 0)`)."""
+  t = np.arange(len(episode))
   first = np.r_[0, np.flatnonzero(np.diff(episode)) + 1]
   start = first[np.searchsorted(first, t, side="right") - 1]
   idx = np.maximum(t[:, None] - np.arange(history - 1, -1, -1)[None, :], start[:, None])
-  return emb[idx]
+  return idx.astype(np.int32)
+
+
+def history_windows(emb: np.ndarray, episode: np.ndarray, history: int) -> np.ndarray:
+  """[T, D] embeddings of concatenated episodes -> [T, history, D] (`history_indices`)."""
+  return emb[history_indices(episode, history)]
 
 
 def features(emb: np.ndarray, episode: np.ndarray, proprio: np.ndarray | None,
@@ -66,6 +72,43 @@ class TrainState:
   step: jax.Array
 
 
+def init_variables(model: BCPolicy, key, feat_dim: int) -> dict:
+  """The policy's {'params', 'batch_stats'} for inputs of width `feat_dim`."""
+  return model.init(key, jnp.zeros((2, feat_dim), jnp.float32), train=False)
+
+
+def mse_loss(model: BCPolicy, params, batch_stats, x, y):
+  """-> (MSE of the policy's actions on a minibatch, updated BatchNorm statistics)."""
+  pred, updates = model.apply({"params": params, "batch_stats": batch_stats}, x, train=True,
+                              mutable=["batch_stats"])
+  return jnp.mean((pred - y) ** 2), updates["batch_stats"]
+
+
+def make_act(model: BCPolicy):
+  """act(state, x) -> actions in [-1, 1]; `state` needs only `params` and `batch_stats`."""
+  def act(state, x):
+    out = model.apply({"params": state.params, "batch_stats": state.batch_stats}, x,
+                      train=False)
+    return jnp.clip(out, -1.0, 1.0)
+  return act
+
+
+def run_epochs(sgd_step, state, key, num_epochs: int, num_samples: int, batch_size: int):
+  """`num_epochs` passes, each a `lax.scan` of `sgd_step(state, idx [batch]) -> (state, loss)`
+  over the minibatches of a fresh permutation. Returns (state, mean loss per epoch [E])."""
+  batch = min(batch_size, num_samples)
+  steps_per_epoch = max(num_samples // batch, 1)
+
+  def epoch(state, key):
+    # The remainder of a permutation is dropped (fixed shapes under scan); a new permutation
+    # every epoch means every sample is still used.
+    perm = jax.random.permutation(key, num_samples)[: steps_per_epoch * batch]
+    state, losses = jax.lax.scan(sgd_step, state, perm.reshape(steps_per_epoch, batch))
+    return state, jnp.mean(losses)
+
+  return jax.lax.scan(epoch, state, jax.random.split(key, num_epochs))
+
+
 def make_train(*, feat_dim: int, action_dim: int, num_samples: int, hidden=(256, 256, 256),
                lr: float = 1e-3, batch_size: int = 256):
   """-> (init(key) -> TrainState, train(state, key, x, y, num_epochs) -> (state, losses[E]),
@@ -73,45 +116,25 @@ def make_train(*, feat_dim: int, action_dim: int, num_samples: int, hidden=(256,
   """
   model = BCPolicy(action_dim=action_dim, hidden=tuple(hidden))
   tx = optax.adam(lr)
-  batch = min(batch_size, num_samples)
-  steps_per_epoch = max(num_samples // batch, 1)
 
   def init(key) -> TrainState:
-    variables = model.init(key, jnp.zeros((2, feat_dim), jnp.float32), train=False)
+    variables = init_variables(model, key, feat_dim)
     return TrainState(params=variables["params"], batch_stats=variables["batch_stats"],
                       opt_state=tx.init(variables["params"]), step=jnp.zeros((), jnp.int32))
 
-  def loss_fn(params, batch_stats, x, y):
-    pred, updates = model.apply({"params": params, "batch_stats": batch_stats}, x, train=True,
-                                mutable=["batch_stats"])
-    return jnp.mean((pred - y) ** 2), updates["batch_stats"]
-
-  def sgd_step(state: TrainState, xy):
-    (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, state.batch_stats, *xy)
+  def sgd_step(state: TrainState, x, y):
+    (loss, stats), grads = jax.value_and_grad(mse_loss, argnums=1, has_aux=True)(
+        model, state.params, state.batch_stats, x, y)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     return TrainState(params=optax.apply_updates(state.params, updates), batch_stats=stats,
                       opt_state=opt_state, step=state.step + 1), loss
 
-  def epoch(state, key, x, y):
-    # The remainder of a permutation is dropped (fixed shapes under scan); a new permutation
-    # every epoch means every sample is still used.
-    perm = jax.random.permutation(key, num_samples)[: steps_per_epoch * batch]
-    perm = perm.reshape(steps_per_epoch, batch)
-    state, losses = jax.lax.scan(sgd_step, state, (x[perm], y[perm]))
-    return state, jnp.mean(losses)
-
   @functools.partial(jax.jit, static_argnums=4, donate_argnums=0)
   def train(state, key, x, y, num_epochs: int):
-    keys = jax.random.split(key, num_epochs)
-    return jax.lax.scan(lambda s, k: epoch(s, k, x, y), state, keys)
+    step = lambda s, idx: sgd_step(s, x[idx], y[idx])
+    return run_epochs(step, state, key, num_epochs, num_samples, batch_size)
 
-  def act(state: TrainState, x):
-    out = model.apply({"params": state.params, "batch_stats": state.batch_stats}, x,
-                      train=False)
-    return jnp.clip(out, -1.0, 1.0)
-
-  return init, train, act
+  return init, train, make_act(model)
 
 
 def make_policy_step(embed: Callable[[Any, dict], jax.Array], act, history: int,

@@ -62,6 +62,7 @@ def check_config(config, num_devices: int = 1) -> None:
   if config.expert_noise + config.learner_mix > 1.0:
     raise ConfigError(f"config.expert_noise + config.learner_mix = "
                       f"{config.expert_noise + config.learner_mix} > 1")
+  ppo.check_policy(config)
   n, m = config.num_envs, config.num_minibatches
   if n % (m * num_devices):
     raise ConfigError(f"config.num_envs = {n} must be a multiple of num_minibatches * devices "

@@ -20,6 +20,12 @@ Design:
   data (scene pools) is not baked into the program as constants. The frozen PVR's variables
   are an argument too, kept outside the train state: they are not trained, not in the optimiser
   state and not checkpointed (the zoo reloads them).
+- Fine-tuning (`policy.finetune_encoder`, VC-1's end-to-end adaptation): the zoo encoder's
+  variables are instead the policy's param `nav_policy.PVR_PARAM`, initialised from the loaded
+  ones: trained by the PPO loss with their own Adam lr (`policy.encoder_lr`, annealed like
+  `lr`; outside the policy's gradient clip, so a big encoder's gradient norm does not shrink
+  the policy's steps), replicated and checkpointed with the rest of the params; it runs
+  `policy.encoder_chunk` frames at a time, rematerialised in the backward pass.
 - `train_chunk(state, n)` is one jitted, nested `lax.scan`: n updates, each a rollout (a scan
   over `rollout_len` env steps of the vmapped env with the policy's one-step path), GAE, then
   `update_epochs` x `num_minibatches` SGD steps. Minibatches split the envs and keep every
@@ -54,7 +60,7 @@ import optax
 from flax import struct
 
 from vcbench import parallel
-from vcbench.algos import runner
+from vcbench.algos import finetune, runner
 from vcbench.config import ConfigError, check_keys, require, require_choice
 from vcbench.models import nav_policy, zoo
 from vcbench.models.nav_policy import NavPolicy
@@ -85,10 +91,14 @@ def default_config() -> ml_collections.ConfigDict:
   c.max_grad_norm = 0.5         # global grad-norm clip.
   c.log_every = 10              # updates between log lines; <= 0 turns logging off.
   c.policy = p = ml_collections.ConfigDict()
-  p.encoder = "cnn"             # 'cnn' (SimpleCNN from scratch) or a frozen zoo PVR name.
+  p.encoder = "cnn"             # 'cnn' (SimpleCNN from scratch) or a zoo PVR name.
   p.checkpoint = ml_collections.config_dict.placeholder(str)   # the zoo entry's weights file.
   p.img_size = 0                # PVR input size; 0: the zoo entry's default.
   p.encoder_seed = 0            # initialisation of random_* zoo entries.
+  p.finetune_encoder = False    # train the zoo PVR with the policy (False: frozen).
+  p.encoder_lr = 1e-5           # its Adam lr when fine-tuned (VC-1: 1e-5; the policy's: lr).
+  p.encoder_chunk = 64          # fine-tuned: frames per encoder pass (bounds the activations
+                                # kept for the backward pass, for one more forward); 0: all.
   p.compression_size = 2048     # flattened size of the compressed PVR token map.
   p.rnn = "lstm"                # 'lstm' or 'gru'.
   p.rnn_layers = 2
@@ -119,8 +129,7 @@ def check_config(config, num_devices: int = 1) -> None:
     require(config, key, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
   for key in ("lr", "clip_eps", "max_grad_norm"):
     require(config, key, lambda v: v > 0, "a positive number")
-  require_choice(config, "policy.rnn", nav_policy.RNN_TYPES)
-  require_choice(config, "policy.encoder", ["cnn", *zoo.names()])
+  check_policy(config)
   n, m = config.num_envs, config.num_minibatches
   if n % m:
     raise ConfigError(f"config.num_envs = {n} is not divisible by config.num_minibatches = {m}")
@@ -134,6 +143,19 @@ def check_config(config, num_devices: int = 1) -> None:
         f"no PPO update to run: config.num_updates = {config.num_updates} and "
         f"config.total_env_steps = {config.total_env_steps} < num_envs * rollout_len = "
         f"{n * config.rollout_len}")
+
+
+def check_policy(config) -> None:
+  """Raises ConfigError for a config.policy the trainer cannot build."""
+  require_choice(config, "policy.rnn", nav_policy.RNN_TYPES)
+  require_choice(config, "policy.encoder", ["cnn", *zoo.names()])
+  require(config, "policy.encoder_lr", lambda v: v >= 0, "a number >= 0")
+  require(config, "policy.encoder_chunk", lambda v: isinstance(v, int) and v >= 0,
+          "an int >= 0")
+  if config.policy.finetune_encoder and config.policy.encoder == "cnn":
+    raise ConfigError("config.policy.finetune_encoder fine-tunes a zoo PVR, but "
+                      "config.policy.encoder = 'cnn' is the SimpleCNN, which is always trained: "
+                      "choose a zoo encoder or set finetune_encoder=False")
 
 
 @struct.dataclass
@@ -225,9 +247,13 @@ class Trainer:
         num_actions=int(env.num_actions), hidden=p.hidden, rnn=p.rnn, rnn_layers=p.rnn_layers,
         embed_dim=p.embed_dim, num_object_categories=p.num_object_categories,
         compression_size=p.compression_size, use_prev_action=p.prev_action,
-        visual_norm=p.visual_norm,
-        pvr=None if encoder is None else nav_policy.frozen_pvr(encoder))
-    self.frozen = None if encoder is None else parallel.replicate(encoder.params, self.mesh)
+        visual_norm=p.visual_norm, train_pvr=p.finetune_encoder,
+        pvr_chunk=p.encoder_chunk or None,
+        pvr=None if encoder is None else nav_policy.pvr_tokens(encoder))
+    # The loaded encoder's variables: the argument of every call when frozen; when fine-tuned,
+    # only the initial value of its param (`frozen` is then None).
+    self._encoder = None if encoder is None else parallel.replicate(encoder.params, self.mesh)
+    self.frozen = None if p.finetune_encoder else self._encoder
     self.env = parallel.replicate(env, self.mesh)
     self.tx, self._lr = self._optimizer()
     self.log_fn = (PrintLogger(self.steps_per_update) if log_fn is None else log_fn)
@@ -242,7 +268,7 @@ class Trainer:
 
   def init(self, key) -> TrainState:
     """A fresh state: params, optimiser, `num_envs` reset envs, zero recurrent state."""
-    return self._init(key, self.env, self.frozen)
+    return self._init(key, self.env, self._encoder)
 
   def init_from(self, key, params) -> TrainState:
     """A fresh state (envs, optimiser) around given params: fine-tuning a trained policy."""
@@ -261,7 +287,7 @@ class Trainer:
 
   def abstract_state(self) -> TrainState:
     """Shapes, dtypes and shardings of the state (a restore target)."""
-    return jax.eval_shape(self._init, jax.random.key(0), self.env, self.frozen)
+    return jax.eval_shape(self._init, jax.random.key(0), self.env, self._encoder)
 
   def abstract_metrics(self, num_updates: int) -> dict:
     """Shapes and dtypes of `num_updates` updates' metrics."""
@@ -281,14 +307,19 @@ class Trainer:
   def _optimizer(self):
     c = self.config
     steps = self.num_updates * c.update_epochs * c.num_minibatches
-    lr = optax.linear_schedule(c.lr, 0.0, steps) if c.anneal_lr else optax.constant_schedule(c.lr)
+    schedule = lambda peak: (optax.linear_schedule(peak, 0.0, steps) if c.anneal_lr
+                             else optax.constant_schedule(peak))
+    lr = schedule(c.lr)
     tx = optax.chain(optax.clip_by_global_norm(c.max_grad_norm), optax.adam(lr, eps=c.adam_eps))
+    if c.policy.finetune_encoder:
+      encoder_tx = optax.adam(schedule(c.policy.encoder_lr), eps=c.adam_eps)
+      tx = finetune.split_optimizer(tx, encoder_tx, nav_policy.PVR_PARAM)
     return tx, lr
 
   def _obs(self, obs):
     return {k: v for k, v in obs.items() if k not in self._ignore}
 
-  def _init_fn(self, key, env, frozen) -> TrainState:
+  def _init_fn(self, key, env, encoder) -> TrainState:
     n = self.config.num_envs
     k_params, k_env, k_train = jax.random.split(key, 3)
     env_state = jax.vmap(env.reset)(jax.random.split(k_env, n))
@@ -296,7 +327,7 @@ class Trainer:
     first = lambda x: x[None, :1]
     params = self.policy.init(k_params, jax.tree.map(first, self._obs(env_state.obs)),
                               self.policy.initial_carry(1), first(prev_action), first(start),
-                              frozen)["params"]
+                              encoder)["params"]
     return TrainState(params=params, opt_state=self.tx.init(params), env_state=env_state,
                       carry=self.policy.initial_carry(n), prev_action=prev_action, start=start,
                       key=k_train, update=jnp.zeros((), jnp.int32))
@@ -429,7 +460,7 @@ def make_train(config, env, *, encoder=None, log_fn: Optional[Callable] = None,
                mesh=None) -> Trainer:
   """A `Trainer` for `config` (see `default_config`) on `env` (vcbench-nav interface).
 
-  encoder: a loaded `zoo.Encoder` to use as the frozen PVR instead of loading
+  encoder: a loaded `zoo.Encoder` to use as the PVR (frozen or fine-tuned) instead of loading
     config.policy.encoder (e.g. a custom or tiny one).
   log_fn: called with the metrics dict (+ 'update') every config.log_every updates from inside
     the jitted loop; None: a `PrintLogger`; False: no logging.

@@ -8,6 +8,7 @@ bit on CPU. A checkpoint made under another config is refused, naming what chang
 """
 from __future__ import annotations
 
+import copy
 import json
 import pathlib
 from typing import Any, Callable, Optional
@@ -19,6 +20,23 @@ from vcbench.checkpoint import Checkpointer
 
 # Config fields that do not change the result.
 _UNHASHED = ("log_every",)
+# Fields added after runs were checkpointed (dotted paths), with the value that reproduces
+# those runs: left out at that value, so the runs still resume and keep their hashes.
+ADDED_LATER = {"policy.finetune_encoder": False, "policy.encoder_lr": 1e-5,
+               "policy.encoder_chunk": 64}
+
+
+def without_added_defaults(d: dict) -> dict:
+  """A copy of the config dict `d` without the `ADDED_LATER` fields at their old value."""
+  d = copy.deepcopy(d)
+  for path, value in ADDED_LATER.items():
+    *parents, leaf = path.split(".")
+    node = d
+    for key in parents:
+      node = node.get(key) if isinstance(node, dict) else None
+    if isinstance(node, dict) and leaf in node and node[leaf] == value:
+      del node[leaf]
+  return d
 
 
 def fingerprint(config) -> str:
@@ -26,7 +44,7 @@ def fingerprint(config) -> str:
   d = config.to_dict()
   for key in _UNHASHED:
     d.pop(key, None)
-  return json.dumps(d, sort_keys=True, default=str)
+  return json.dumps(without_added_defaults(d), sort_keys=True, default=str)
 
 
 def _config_changes(saved: str, config) -> str:

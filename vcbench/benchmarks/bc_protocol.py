@@ -119,31 +119,53 @@ def fit(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Dem
                                    batch_size=p.batch_size)
   key = jax.random.key(seed)
   key, init_key = jax.random.split(key)
-  state = init(init_key)
   xj, yj = jnp.asarray(x), jnp.asarray(y)
   val_seeds = episode_seeds("val", p.val_episodes)
+  best_state, summary = train_and_select(
+      p, init(init_key), key, lambda state, k, n: train(state, k, xj, yj, n),
+      lambda state: evaluator.success(embedder, act, state, val_seeds)["success_rate"], log)
+  return Fitted(act=act, state=best_state, num_samples=len(x), **summary)
+
+
+def train_and_select(protocol: Protocol, state, key, train_epochs: Callable,
+                     validate: Callable[[Any], float], log: Callable[[str], Any] = print,
+                     keep: Callable[[Any], Any] = lambda state: state) -> tuple[Any, dict]:
+  """Trains `protocol.epochs` epochs, validating every `eval_every`.
+
+  train_epochs(state, key, n) -> (state, losses [n]) trains n more epochs (it may donate
+  `state`); validate(state) -> the validation success rate. Returns (the host copy of
+  `keep(state)` at the best validation epoch, the earliest on ties; the `Fitted` fields
+  val_score, best_epoch, train_loss (the last epoch's) and val_curve).
+  """
   curve, best, best_state, loss, trained = [], -1.0, None, float("nan"), 0
-  for done_epochs in _eval_points(p.epochs, p.eval_every):
+  for done_epochs in _eval_points(protocol.epochs, protocol.eval_every):
     key, k = jax.random.split(key)
-    state, losses = train(state, k, xj, yj, done_epochs - trained)
+    state, losses = train_epochs(state, k, done_epochs - trained)
     trained = done_epochs
     loss = float(losses[-1])
-    val = evaluator.success(embedder, act, state, val_seeds)["success_rate"]
+    val = validate(state)
     curve.append([done_epochs, val])
     log(f"  epoch {done_epochs:3d}  loss {loss:.4f}  val success {100 * val:5.1f}%")
     if val > best:  # The earliest epoch wins ties.
       best, best_epoch = val, done_epochs
-      best_state = jax.device_get(state)
-  return Fitted(act=act, state=best_state, val_score=100.0 * best, best_epoch=best_epoch,
-                train_loss=loss, val_curve=curve, num_samples=len(x))
+      best_state = jax.device_get(keep(state))
+  return best_state, {"val_score": 100.0 * best, "best_epoch": best_epoch, "train_loss": loss,
+                      "val_curve": curve}
 
 
 def run_cell(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
              emb: np.ndarray, seed: int, log: Callable[[str], Any] = print) -> dict:
   """Trains and evaluates one (task, PVR, seed) cell; returns its metrics for the store."""
   t0 = time.time()
-  p = protocol
   fitted = fit(protocol, evaluator, embedder, demos, emb, seed, log)
+  return score(protocol, evaluator, embedder, fitted, demos, t0)
+
+
+def score(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, fitted: Fitted,
+          demos: Demos, t0: float) -> dict:
+  """A fitted cell's metrics for the store: its test success, fit summary and the time since
+  `t0`."""
+  p = protocol
   test = evaluator.success(embedder, fitted.act, fitted.state,
                            episode_seeds("test", p.test_episodes))
   return {"score": 100.0 * test["success_rate"], "success_rate": test["success_rate"],

@@ -61,15 +61,27 @@ def make(name: str, *, state_dim: int, img_size: int | None = None,
   if name not in zoo.names():
     raise ValueError(f"unknown PVR {name!r}; valid: {names()}")
   encoder = zoo.load(name, checkpoint=checkpoint, img_size=img_size, seed=seed)
+  return of_encoder(name, encoder)
+
+
+def of_encoder(name: str, encoder: zoo.Encoder, *, params: Any = None,
+               fingerprint: str | None = None) -> Embedder:
+  """The embedder of a loaded zoo encoder: its `cls` output on `obs['rgb']`, with `params`
+  (default the encoder's) and `fingerprint` (default: name, input size, weights digest)."""
+  params = encoder.params if params is None else params
+  # Closes over the module and preprocessing only: the weights are always an argument.
+  stripped = zoo.Encoder(encoder.module, None, encoder.preprocess)
 
   def fn(params, obs):
-    return encoder.apply(params, obs["rgb"])["cls"].astype(jnp.float32)
+    return stripped.apply(params, obs["rgb"])["cls"].astype(jnp.float32)
 
   size = encoder.preprocess.size
-  dim = jax.eval_shape(fn, encoder.params,
+  dim = jax.eval_shape(fn, params,
                        {"rgb": jax.ShapeDtypeStruct((1, size, size, 3), jnp.uint8)}).shape[-1]
-  return Embedder(name=name, obs_key="rgb", dim=int(dim), params=encoder.params, fn=fn,
-                  fingerprint=f"{name}/{size}/{_weights_digest(encoder.params)}")
+  if fingerprint is None:
+    fingerprint = f"{name}/{size}/{_weights_digest(params)}"
+  return Embedder(name=name, obs_key="rgb", dim=int(dim), params=params, fn=fn,
+                  fingerprint=fingerprint)
 
 
 def embed_all(embedder: Embedder, values: np.ndarray, batch_size: int = 64,

