@@ -6,6 +6,7 @@ import vcbench  # noqa: F401  # XLA defaults before JAX starts.
 from launch import bench_mae
 
 
+@pytest.mark.slow  # A benchmark script's smoke run (~12 s): kept out of the default suite.
 def test_quick_models_rows_have_positive_rates():
   run = bench_mae.QUICK
   rows = bench_mae.models_rows([bench_mae.QUICK_MODEL], [bench_mae.QUICK_SIZE], run,

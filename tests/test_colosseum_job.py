@@ -82,6 +82,7 @@ def test_bad_configs_are_refused_before_work(key, value, message):
     jobs.resolve(config)
 
 
+@pytest.mark.slow  # A benchmark script's smoke run (~25 s); the tiny sweep covers the job itself.
 def test_speed_bench_runs_the_evaluation_path(tmp_path):
   done = _run("launch.bench_colosseum", "--pvr=random_vit_ti", "--render=32", "--img=32",
               "--tasks=drawer-open", "--episodes=1", "--horizon=3", "--envs=4", "--workers=0",
