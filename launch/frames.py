@@ -35,23 +35,6 @@ _NAV_SCENES = flags.DEFINE_integer("nav_scenes", 100, "training apartments the n
 _SEED = flags.DEFINE_integer("seed", 0, "seed of the action noise and the nav poses")
 
 
-def metaworld_tasks(spec: str) -> list[str]:
-  """The tasks named by --metaworld_tasks; 'all' = every task MetaWorld has an expert for."""
-  from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415 - optional dependency.
-  if spec == "none":
-    return []
-  if spec != "all":
-    return [mw.check_task(t.strip()) for t in spec.split(",") if t.strip()]
-  tasks = []
-  for task in mw.task_names():
-    try:
-      mw.expert_policy(task)
-    except ValueError:
-      continue  # no scripted expert: no frames for it.
-    tasks.append(task)
-  return tasks
-
-
 def _report(path: str, start: float) -> None:
   meta = frames_lib.read_meta(path) or {}
   print(f"{path}: {meta.get('count', '?')} frames of {meta.get('size', '?')}² "
@@ -60,7 +43,7 @@ def _report(path: str, start: float) -> None:
 
 def main(argv):
   del argv
-  tasks = metaworld_tasks(_TASKS.value)
+  tasks = frames_lib.metaworld_tasks(_TASKS.value)
   total = 0
   for task in tasks:  # one at a time, so progress shows and a kill loses one task at most.
     start = time.perf_counter()

@@ -15,11 +15,6 @@ from launch import jobs
 from vcbench import config as config_lib
 from vcbench.algos import mae
 from vcbench.data import frames
-from vcbench.envs.mujoco import metaworld as mw
-
-
-def _tasks(spec: str) -> list[str]:
-  return mw.task_names() if spec == "all" else [t for t in spec.split(",") if t]
 
 
 def _folders(spec: str) -> list[str]:
@@ -29,11 +24,13 @@ def _folders(spec: str) -> list[str]:
 def validate(config) -> None:
   mae.validate(config.mae)
   d = config.data
-  if d.metaworld_tasks != "all":
-    bad = [t for t in _tasks(d.metaworld_tasks) if t not in mw.task_names()]
-    if bad:
-      raise config_lib.ConfigError(f"bad value in config.data.metaworld_tasks: unknown "
-                                   f"MetaWorld task(s) {bad}")
+  try:
+    tasks = frames.metaworld_tasks(d.metaworld_tasks)
+  except ValueError as e:
+    raise config_lib.ConfigError(f"bad value in config.data.metaworld_tasks: {e}") from e
+  if not tasks:
+    raise config_lib.ConfigError("config.data.metaworld_tasks names no task; the MetaWorld "
+                                 "frames are the mixture's first source")
   for key in ("size", "metaworld_episodes", "metaworld_stride"):
     config_lib.require(config, f"data.{key}", lambda v: isinstance(v, int) and v > 0,
                        "a positive int")
@@ -50,7 +47,7 @@ def sources(config) -> list:
   d = config.data
   t0 = time.time()
   out = [frames.ShardSource(frames.metaworld_frames(
-      d.dir, _tasks(d.metaworld_tasks), d.metaworld_episodes, size=d.size,
+      d.dir, frames.metaworld_tasks(d.metaworld_tasks), d.metaworld_episodes, size=d.size,
       stride=d.metaworld_stride))]
   if d.nav_frames:
     out.append(frames.ShardSource(frames.nav_frames(d.dir, d.nav_frames, size=d.size)))

@@ -209,6 +209,24 @@ class FolderSource:
 # ---------------------------------------------------------------------------------------------
 # MetaWorld frames.
 
+def metaworld_tasks(spec: str) -> list[str]:
+  """Tasks named by a spec: 'all' (every task MetaWorld has a scripted expert for), 'none', or
+  a comma-separated list (unknown names are refused with the valid ones)."""
+  from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415 - optional dependency.
+  if spec == "none":
+    return []
+  if spec != "all":
+    return [mw.check_task(t.strip()) for t in spec.split(",") if t.strip()]
+  tasks = []
+  for task in mw.task_names():
+    try:
+      mw.expert_policy(task)
+    except ValueError:
+      continue  # no scripted expert: no frames for it.
+    tasks.append(task)
+  return tasks
+
+
 def metaworld_frames(out_dir: str, tasks: Sequence[str], episodes_per_task: int,
                      size: int = 128, stride: int = 2, max_steps: int = 200, noise: float = 0.3,
                      seed: int = 0, camera: str = "top_cap2") -> list[str]:
