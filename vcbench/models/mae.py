@@ -125,14 +125,20 @@ class MAE(nn.Module):
     return {"pred": pred[:, 1:].astype(jnp.float32), "mask": mask}, {"latent": latent}
 
 
+def patch_stats(patches: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Per-patch mean and std (unbiased variance + 1e-6) of [B, L, D] patches: the statistics
+  MAE's norm-pix loss standardises its targets with."""
+  mean = patches.mean(axis=-1, keepdims=True)
+  return mean, jnp.sqrt(patches.var(axis=-1, keepdims=True, ddof=1) + 1e-6)
+
+
 def reconstruction_loss(pred, images, mask, patch: int, norm_pix_loss: bool = True):
   """Mean squared error on the masked patches; targets are the (normalised) input pixels,
   each patch standardised by its own mean and unbiased variance when `norm_pix_loss`."""
   target = patchify(images.astype(jnp.float32), patch)
   if norm_pix_loss:
-    mean = target.mean(axis=-1, keepdims=True)
-    var = target.var(axis=-1, keepdims=True, ddof=1)
-    target = (target - mean) / jnp.sqrt(var + 1e-6)
+    mean, std = patch_stats(target)
+    target = (target - mean) / std
   per_patch = jnp.mean((pred - target) ** 2, axis=-1)
   return jnp.sum(per_patch * mask) / jnp.sum(mask)
 

@@ -92,9 +92,7 @@ def denormalise_patches(pred, images, patch: int) -> jax.Array:
   """A norm-pix-loss prediction back in image space: each predicted patch is rescaled by the
   mean and (unbiased) std of the same patch of `images`, the statistics the loss's targets were
   standardised with. pred, images: [B, H, W, 3] -> [B, H, W, 3]."""
-  target = mae_model.patchify(jnp.asarray(images, jnp.float32), patch)
-  mean = target.mean(axis=-1, keepdims=True)
-  std = jnp.sqrt(target.var(axis=-1, keepdims=True, ddof=1) + 1e-6)
+  mean, std = mae_model.patch_stats(mae_model.patchify(jnp.asarray(images, jnp.float32), patch))
   out = mae_model.patchify(jnp.asarray(pred, jnp.float32), patch) * std + mean
   grid = (images.shape[1] // patch, images.shape[2] // patch)
   return mae_model.unpatchify(out, patch, grid)
