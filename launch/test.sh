@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
 # One command on a fresh machine: set up, then run the default (fast) test suite.
 #   bash launch/test.sh [pytest args]        e.g. -m slow for the long tests
-# Tests run in parallel processes (pytest-xdist, one per core, at most 4: each holds its own
-# JAX runtime, a few GiB). Most of the suite is single-threaded XLA compilation, so two
-# workers on two cores take ~0.75 of the serial time. VCBENCH_TEST_WORKERS=0 runs serially.
+# Tests run in parallel processes (pytest-xdist, one per core, at most 4, since each holds its
+# own JAX runtime and compiled programs); most of the suite is single-threaded XLA compilation.
+# On 2 cores: 12-13 min with two workers, 15-18 min serially (README). VCBENCH_TEST_WORKERS=0
+# runs it serially (xdist's -n 0).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-workers="${VCBENCH_TEST_WORKERS:-auto}"
-if [ "$workers" = "0" ]; then
-  python -m pytest "$@"
-else
-  python -m pytest -n "$workers" --maxprocesses=4 "$@"
-fi
+python -m pytest -n "${VCBENCH_TEST_WORKERS:-auto}" --maxprocesses=4 "$@"
