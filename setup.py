@@ -2,7 +2,7 @@
 import setuptools
 
 # Versions are the ones measured to install and run together on these machines
-# (see ../shared/STACK.md); the upper bounds keep a fresh setup from drifting.
+# (docs/design.md, "Where it runs"); the upper bounds keep a fresh setup from drifting.
 INSTALL_REQUIRES = [
     "jax>=0.10.2,<0.11",
     "flax>=0.12.8,<0.13",
@@ -41,7 +41,9 @@ EXTRAS = {
     # The visual corruptions' parity tests run against the ImageNet-C package
     # `imagecorruptions` 1.1.2, installed by launch/setup.sh with --no-deps (it requires
     # the GUI build opencv-python; the headless build below provides the same cv2).
-    "test": ["pytest>=8", "pytest-xdist>=3.5", "opencv-python-headless>=4.8"],
+    # import-linter checks the layer contracts of .importlinter (tests/test_layers.py).
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "opencv-python-headless>=4.8",
+             "import-linter>=2.1,<3"],
 }
 
 setuptools.setup(

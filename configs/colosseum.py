@@ -14,37 +14,20 @@ CortexBench's recipe (configs/cortexbench.py keys) selected on clean validation 
 every test set. Cells already stored under the same config hash are skipped.
 
 Variants (`:arg`):
-  full (default) the protocol above.
+  full (default) the protocol above (`vcbench.jobs.colosseum.default_config`).
   tiny           one task, 3 demos, 2 episodes per test set, tiny images.
 """
-from configs import cortexbench as cortexbench_config
+from vcbench import config as config_lib
 from vcbench.benchmarks import colosseum as col
+from vcbench.jobs import colosseum
 
 VARIANTS = ("full", "tiny")
 
 
 def get_config(arg=None):
-  arg = arg or "full"
-  if arg not in VARIANTS:
-    raise ValueError(f"configs/colosseum.py: unknown variant {arg!r}; variants: {VARIANTS}")
-  c = cortexbench_config.get_config("full")
-  c.job = "colosseum"
+  arg = config_lib.variant(arg, VARIANTS, __file__)
+  c = colosseum.default_config()
   c.protocol = arg
-  c.workdir = "runs/colosseum"
-  c.tasks = tuple(col.TASKS)
-  c.test_sets = col.TEST_SETS
-  c.pvrs = ("in1k_mobilenetv2",)
-  c.seeds = (0,)
-  c.num_demos = 100
-  c.render_size, c.img_size = 128, 112
-  c.epochs, c.eval_every = 100, 20
-  c.val_episodes, c.test_episodes = 10, 25
-  c.horizon = 200            # MetaWorld's experts need <= 130 steps under every factor.
-  c.eval_envs = 10
-  c.num_workers = 2
-  c.factor_seed = 0          # Base of every factor draw (episode seeds are the test split's).
-  c.expert_episodes = 25
-  c.expert_min_success = col.EXPERT_MIN_SUCCESS
   if arg == "tiny":
     c.workdir = "runs/colosseum_tiny"
     c.tasks = ("button-press-topdown",)

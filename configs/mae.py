@@ -8,50 +8,29 @@
   python -m launch.main --config configs/mae.py:tiny              # smoke run, ~35 s
 
 Variants (`:arg`):
-  full (default)  facebookresearch/mae's pre-training defaults (decoder 8 x 512, mask 0.75,
-                  norm-pix loss, AdamW 0.9/0.95 wd 0.05, base lr 1.5e-4 x batch/256, warm-up then
-                  cosine) on a ViT-B/16 at 224 px; the frame mixture as vcbench_vit_ti.
+  full (default)  `vcbench.jobs.mae.default_config`: facebookresearch/mae's pre-training
+                  defaults (decoder 8 x 512, mask 0.75, norm-pix loss, AdamW 0.9/0.95 wd 0.05,
+                  base lr 1.5e-4 x batch/256, warm-up then cosine) on a ViT-B/16 at 224 px; the
+                  frame mixture as vcbench_vit_ti.
   vcbench_vit_ti  the recipe of the shipped `vcbench_vit_ti` zoo entry (sized for a CPU hour:
                   decoder 4 x 256, batch 64, 1500 steps, base lr 1e-3; see the README).
   tiny            a few steps on a handful of frames, for the tests.
 Copy <workdir>/encoder.npz to vcbench/models/weights/vcbench_vit_ti.npz (or set
 config.export_to) to make it the zoo entry's weights.
 """
-import ml_collections
-
-from vcbench.algos import mae
+from vcbench import config as config_lib
+from vcbench.jobs import mae
 
 VARIANTS = ("full", "vcbench_vit_ti", "tiny")
 
 
 def get_config(arg=None):
-  arg = arg or "full"
-  if arg not in VARIANTS:
-    raise ValueError(f"configs/mae.py: unknown variant {arg!r}; variants: {VARIANTS}")
-  c = ml_collections.ConfigDict()
-  c.job = "mae"
+  arg = config_lib.variant(arg, VARIANTS, __file__)
+  c = mae.default_config()
   c.variant = arg
   c.workdir = f"runs/mae_{arg}"
-  c.export_to = ""            # Also copy the trained encoder here (e.g. the zoo's weights).
-  d = c.data = ml_collections.ConfigDict()
-  d.dir = "runs/frames"       # Frame shards, shared by runs (generated once, resumable).
-  d.size = 128                # Frames are stored at this size; crops are resized to img_size.
-  d.metaworld_tasks = "all"   # 'all' or a comma list of MetaWorld tasks.
-  d.metaworld_episodes = 4    # Noisy-expert episodes per task (train-range seeds >= 50000).
-  d.metaworld_stride = 2      # Keep every 2nd frame.
-  d.nav_frames = 6000         # vcbench-nav renders at random poses in training apartments.
-  d.folders = ""              # Comma list of image folders to mix in.
-  d.weights = (0.75, 0.25)    # MetaWorld, nav, then one weight per folder.
-  c.mae = mae.default_config()
-  m = c.mae
-  if arg == "full":
-    m.encoder = "random_vit_b"
-    m.img_size = 224
-    m.batch_size = 256
-    m.warmup_steps = 2000
-    m.total_steps = 50_000
-    m.checkpoint_every = 1000
-  elif arg == "vcbench_vit_ti":
+  d, m = c.data, c.mae
+  if arg == "vcbench_vit_ti":
     m.encoder = "vcbench_vit_ti"
     m.img_size = 112
     m.decoder_width, m.decoder_depth, m.decoder_heads = 256, 4, 8
@@ -62,8 +41,7 @@ def get_config(arg=None):
     m.chunk = 10
     m.checkpoint_every = 200
     m.log_every = 100
-  else:  # tiny
-    c.workdir = "runs/mae_tiny"
+  elif arg == "tiny":
     d.dir = "runs/mae_tiny/frames"
     d.size = 48
     d.metaworld_tasks = "button-press-topdown"

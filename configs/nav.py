@@ -8,62 +8,25 @@ split chooses the checkpoint (validated after every chunk), the test split is re
         # shortest-path expert, 0.6M steps
   python -m launch.main --config configs/nav.py:imagenav         # RGB 32x32 + goal image, PPO,
         # 0.6M steps
-  python -m launch.main --config configs/nav.py:pointnav_depth --config.ppo.policy.encoder=vc1_vitb \\
-      --config.ppo.policy.checkpoint=/path/vc1_vitb.pth --config.sensors='("rgb",)'
+  python -m launch.main --config configs/nav.py:pointnav_depth --config.policy.encoder=vc1_vitb \\
+      --config.policy.checkpoint=/path/vc1_vitb.pth --config.sensors='("rgb",)'
 
-Variants (`:arg`): pointnav_depth (default), pointnav_rgb, pointnav_rgbd, objectnav_bc, imagenav, tiny and
-tiny_rgbd (seconds-scale smoke runs for the tests). Training runs in checkpointed chunks under
-<workdir>/<variant>/train and resumes after a kill; the evaluation cell is skipped when the
-result store already has it for this config.
+Variants (`:arg`): pointnav_depth (default: `vcbench.jobs.nav.default_config`), pointnav_rgb,
+pointnav_rgbd, objectnav_bc, imagenav, tiny and tiny_rgbd (seconds-scale smoke runs for the
+tests). Training runs in checkpointed chunks under <workdir>/<variant>/train and resumes after a
+kill; the evaluation cell is skipped when the result store already has it for this config.
 """
-import ml_collections
-
-from vcbench.algos import nav_bc
-from vcbench.algos import ppo
+from vcbench import config as config_lib
+from vcbench.jobs import nav
 
 VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "objectnav_bc", "imagenav", "tiny",
             "tiny_rgbd")
 
 
-def _algo(config):
-  """An algorithm's config without the parts the job sets (policy, seed)."""
-  d = config.to_dict()
-  del d["policy"], d["seed"]
-  return ml_collections.ConfigDict(d)
-
-
 def get_config(arg=None):
-  arg = arg or "pointnav_depth"
-  if arg not in VARIANTS:
-    raise ValueError(f"configs/nav.py: unknown variant {arg!r}; variants: {VARIANTS}")
-  c = ml_collections.ConfigDict()
-  c.job = "nav"
+  arg = config_lib.variant(arg, VARIANTS, __file__)
+  c = nav.default_config()
   c.variant = arg
-  c.workdir = "runs/nav"
-  c.task = "pointnav"
-  c.sensors = ("depth",)
-  c.height = c.width = 32
-  c.hfov = 79.0
-  c.grid_size = 32            # apartments of up to 8 m x 8 m (RoboTHOR-sized).
-  c.train_scenes = 400
-  c.train_episodes = 8000
-  c.val_scenes = 15           # RobustNav evaluates on RoboTHOR's 15 val scenes (and so many
-                              # test scenes here).
-  c.val_episodes = 150        # after every chunk, to choose the checkpoint; balanced bins.
-  c.test_episodes = 300       # the reported numbers; balanced over the difficulty bins.
-  c.eval_batch = 150
-  c.eval_greedy = False
-  c.algo = "ppo"              # 'ppo' or 'bc'
-  c.chunk_updates = 100       # updates per checkpoint and validation.
-  c.seed = 0
-  c.policy = ppo.default_config().policy   # shared by both algorithms
-  c.policy.hidden = 256
-  c.policy.rnn_layers = 1
-  c.ppo = _algo(ppo.default_config())
-  c.ppo.num_envs = 64
-  c.ppo.rollout_len = 64
-  c.ppo.num_updates = 900     # 3.7M env steps
-  c.bc = _algo(nav_bc.default_config())
   if arg == "pointnav_rgb":
     c.sensors = ("rgb",)
   elif arg == "pointnav_rgbd":  # RobustNav's two PointNav agents are RGB and RGB-D

@@ -2,8 +2,9 @@
 
   python -m launch.main --config configs/<file>.py[:variant] [--config.key=value ...]
 
-The config's `job` key picks what runs (see launch/jobs.py); keys the job does
-not read and values it cannot use are refused with the key named.
+The config's `job` key picks what runs: the module vcbench/jobs/<job>.py (see
+`vcbench.jobs`); keys the job does not read and values it cannot use are refused with the key
+named, before any work starts.
 """
 import sys
 
@@ -11,8 +12,8 @@ from absl import app
 from absl import logging
 from ml_collections import config_flags
 
-from launch import jobs
 from vcbench import config as config_lib
+from vcbench import jobs
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "config file, configs/<file>.py[:variant]", lock_config=True)

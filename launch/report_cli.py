@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import flags
 
-from vcbench.reports import store as store_lib
+from vcbench import store as store_lib
 
 _STORE = flags.DEFINE_list("store", None, "result store(s) (.jsonl) to read; several, comma-"
                            "separated, are read as one (e.g. a sweep split over machines)",

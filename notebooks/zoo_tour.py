@@ -13,10 +13,9 @@
 import os
 import tempfile
 
-
+from vcbench import store as store_lib
 from vcbench.benchmarks import shapes_probe
 from vcbench.models import zoo
-from vcbench.reports import store as store_lib
 
 SMALL = os.environ.get("VCBENCH_NOTEBOOK_SMALL") == "1"
 print(len(zoo.names()), "zoo entries:", ", ".join(zoo.names()))
@@ -36,16 +35,16 @@ for stride, level in zip((4, 8, 16, 32), out["pyramid"]):
 # ## Pretrained vs random, through the result store
 
 # %%
-import ml_collections
+from vcbench.jobs import zoo_demo
 
-config = ml_collections.ConfigDict(dict(
-    encoders=("in1k_mobilenetv2", "random_mobilenetv2"), seed=0, image_size=64 if SMALL else 96,
-    num_train=60 if SMALL else 400, num_test=30 if SMALL else 200, batch_size=16))
-workdir = tempfile.mkdtemp(prefix="zoo_tour_")
-store = store_lib.ResultStore(os.path.join(workdir, "results.jsonl"))
-chash = store_lib.config_hash(config)
-shapes_probe.run_probe(config, store, chash)
-rows = store.to_rows(benchmark="zoo_demo", config_hash=chash)
+config = zoo_demo.default_config()   # The job `configs/zoo_demo.py` runs, at a small size.
+config.update(dict(encoders=("in1k_mobilenetv2", "random_mobilenetv2"),
+                   image_size=64 if SMALL else 96, num_train=60 if SMALL else 400,
+                   num_test=30 if SMALL else 200, batch_size=16,
+                   workdir=tempfile.mkdtemp(prefix="zoo_tour_")))
+zoo_demo.run(config)
+store = store_lib.ResultStore(os.path.join(config.workdir, "results.jsonl"))
+rows = store.to_rows(benchmark=shapes_probe.BENCHMARK)
 print(shapes_probe.table(rows))
 accuracy = {r["pvr"]: r["accuracy"] for r in rows}
 assert set(accuracy) == set(config.encoders)

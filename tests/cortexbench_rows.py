@@ -5,7 +5,7 @@ pvr -> task key -> {seed: score}:
              C = mean(50, 45) = 47.5, per-seed (50, 45) -> se 2.5.
   dmc (one task, one seed): B 40 > A 30 > C 20, se NaN.
 """
-from vcbench.reports.store import config_hash
+from vcbench.store import config_hash
 
 H = config_hash({"protocol": "quick"})
 

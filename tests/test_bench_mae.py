@@ -1,9 +1,9 @@
-"""launch.bench_mae on its --quick setting: the models mode measures, and the scaling mode's
+"""launch.bench.mae on its --quick setting: the models mode measures, and the scaling mode's
 subprocesses run the sharded MAE step on 1 and 2 forced host devices with the same loss."""
 import pytest
 
 import vcbench  # noqa: F401  # XLA defaults before JAX starts.
-from launch import bench_mae
+from launch.bench import mae as bench_mae
 
 
 @pytest.mark.slow  # A benchmark script's smoke run (~12 s): kept out of the default suite.

@@ -1,4 +1,4 @@
-"""vcbench.reports.mae_look (attention maps, de-normalised reconstructions, the figure) and
+"""vcbench.viz.mae_look (attention maps, de-normalised reconstructions, the figure) and
 launch.mae_look (the command, end to end on a tiny MAE checkpoint)."""
 import os
 import struct
@@ -10,14 +10,14 @@ import vcbench  # noqa: F401  # XLA defaults before JAX starts.
 import jax
 import jax.numpy as jnp
 
-from launch import mae_look as cli
+from launch import mae_look as cli  # noqa: F401 - the command line imports.
 from vcbench.algos import mae
 from vcbench.checkpoint import Checkpointer
 from vcbench.models import convert
 from vcbench.models import mae as mae_model
 from vcbench.models import zoo
 from vcbench.models.vit import ViT
-from vcbench.reports import mae_look
+from vcbench.viz import mae_look
 
 
 def _png_size(path):
@@ -124,7 +124,7 @@ def tiny_mae():
 
 def test_figure_writes_png_of_expected_size(tmp_path, tiny_mae):
   config, model, variables = tiny_mae
-  preprocess = cli.sized(zoo.entry(config.encoder).preprocess, config.img_size)
+  preprocess = mae_look.sized(zoo.entry(config.encoder).preprocess, config.img_size)
   rng = np.random.default_rng(1)
   images = jax.jit(preprocess)(rng.integers(0, 256, (3, 40, 40, 3), dtype=np.uint8))
   noise = rng.uniform(size=(3, 4)).astype(np.float32)
@@ -147,9 +147,9 @@ def test_figure_writes_png_of_expected_size(tmp_path, tiny_mae):
 
 
 def test_spread_shares_frames_over_shards():
-  picks = cli.spread(5, [10, 3])
+  picks = mae_look.spread(5, [10, 3])
   assert [list(p) for p in picks] == [[1, 5, 8], [0, 2]]
-  assert [len(p) for p in cli.spread(2, [4, 4, 4])] == [1, 1, 0]
+  assert [len(p) for p in mae_look.spread(2, [4, 4, 4])] == [1, 1, 0]
 
 
 def _write_shards(tmp_path):
@@ -166,22 +166,22 @@ def test_cli_end_to_end_on_a_tiny_checkpoint(tmp_path):
   state = _random_like(jax.eval_shape(mae.Trainer(config).init, jax.random.key(3)), seed=3,
                        scale=0.05)   # a TrainState like training's, with other weights
   workdir = tmp_path / "run"
-  with Checkpointer(workdir / "ckpt") as ckpt:
-    ckpt.save(7, state)
-  step, params = cli.restore_params(config, str(workdir))
+  with Checkpointer(workdir / "checkpoints") as ckpt:   # the layout `runner.run` writes
+    ckpt.save(7, {"state": state, "metrics": {"loss": np.zeros(7, np.float32)}})
+  step, params = mae_look.restore_params(config, str(workdir))
   assert step == 7
   for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(state.params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
   out = tmp_path / "look.png"
-  path = cli.run(config, str(workdir), _write_shards(tmp_path), n=3, out=out, seed=0)
+  path = mae_look.run(config, str(workdir), _write_shards(tmp_path), n=3, out=out, seed=0)
   assert path == out
   assert _png_size(out) == mae_look.figure_size(3, 5, 32)
 
 
 def test_cli_refuses_a_workdir_without_checkpoints(tmp_path):
-  with pytest.raises(FileNotFoundError, match="no MAE checkpoints"):
-    cli.run(tiny_config(), str(tmp_path), _write_shards(tmp_path), n=2, out=tmp_path / "x.png")
+  with pytest.raises(FileNotFoundError, match="no checkpoints"):
+    mae_look.run(tiny_config(), str(tmp_path), _write_shards(tmp_path), n=2, out=tmp_path / "x.png")
 
 
 def test_cli_encoder_only(tmp_path):
@@ -193,5 +193,5 @@ def test_cli_encoder_only(tmp_path):
   weights = str(tmp_path / "vit_ti.npz")
   convert.save_variables(weights, _random_like(shapes, scale=0.05))
   out = tmp_path / "attention.png"
-  cli.run_encoder_only(f"vcbench_vit_ti:{weights}", _write_shards(tmp_path), n=2, out=out)
+  mae_look.run_encoder_only(f"vcbench_vit_ti:{weights}", _write_shards(tmp_path), n=2, out=out)
   assert _png_size(out) == mae_look.figure_size(2, 2, size)

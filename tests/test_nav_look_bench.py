@@ -1,5 +1,5 @@
-"""launch.nav_look (episode strips), vcbench.reports.nav_views (the top-down map) and
-launch.bench_nav (the speed benchmark), each on a tiny setting."""
+"""launch.nav_look (episode strips), vcbench.viz.nav_views (the top-down map) and
+launch.bench.nav (the speed benchmark), each on a tiny setting."""
 import json
 import os
 import struct
@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import vcbench  # noqa: F401  # XLA defaults before JAX starts.
-from launch import bench_nav
-from launch import nav_look
+from launch.bench import nav as bench_nav
+from launch import nav_look  # noqa: F401 - the CLI imports.
+from vcbench.viz import nav_episode
 from vcbench.envs.nav import scene as sc
-from vcbench.reports import nav_views
+from vcbench.viz import nav_views
 
 
 def _png_size(path):
@@ -23,22 +24,22 @@ def _png_size(path):
 @pytest.mark.parametrize("task", ["pointnav", "objectnav"])
 def test_look_writes_png_of_expected_size(tmp_path, task):
   out = tmp_path / "strips" / f"{task}.png"
-  result = nav_look.look(task, "val", 1, out, frames=3, size=32, num_scenes=2,
+  result = nav_episode.look(task, "val", 1, out, frames=3, size=32, num_scenes=2,
                          num_episodes=4)
   assert result["path"] == out
-  assert _png_size(out) == nav_look.strip_size(3, 32, task)
+  assert _png_size(out) == nav_episode.strip_size(3, 32, task)
   assert os.listdir(out.parent) == [out.name]  # Written atomically: no temporary left.
   assert result["steps"] >= 1 and 0.0 <= result["metrics"]["spl"] <= 1.0
 
 
 def test_look_rejects_episode_outside_the_set(tmp_path):
   with pytest.raises(ValueError, match="--episode"):
-    nav_look.look("pointnav", "val", 4, tmp_path / "x.png", num_episodes=4)
+    nav_episode.look("pointnav", "val", 4, tmp_path / "x.png", num_episodes=4)
 
 
 def test_frame_indices_span_the_episode_and_keep_their_count():
-  assert list(nav_look.frame_indices(11, 3)) == [0, 5, 10]
-  assert list(nav_look.frame_indices(2, 4)) == [0, 0, 1, 1]
+  assert list(nav_episode.frame_indices(11, 3)) == [0, 5, 10]
+  assert list(nav_episode.frame_indices(2, 4)) == [0, 0, 1, 1]
 
 
 def _tiny_scene(g=6):
@@ -96,8 +97,8 @@ def test_bench_measures_a_tiny_config():
   assert results["ratio"]["16_rgb"]["ratio"] > 0
   assert results["memory"] == {}  # Memory is measured only in isolated runs.
   json.dumps(results)  # The --out file: plain JSON.
-  text = bench_nav.markdown(results, "python -m launch.bench_nav --sizes 16")
-  assert "16² RGB-D" in text and "python -m launch.bench_nav --sizes 16" in text
+  text = bench_nav.markdown(results, "python -m launch.bench.nav --sizes 16")
+  assert "16² RGB-D" in text and "python -m launch.bench.nav --sizes 16" in text
 
 
 def test_mujoco_room_camera_matches_the_horizontal_fov():

@@ -1,24 +1,23 @@
-"""launch/nav_probe.py: the expert-agreement and feature-scale measurements behind the README's
-ObjectNav diagnosis, checked by construction on the tiny variant."""
+"""vcbench.benchmarks.nav_probe: the expert-agreement and feature-scale measurements behind the
+README's ObjectNav diagnosis, checked by construction on the tiny variant."""
 import jax
 import numpy as np
 
 from configs import nav as nav_config
-from launch import nav as nav_job
-from launch import nav_probe
+from vcbench.benchmarks import nav as nav_bench
+from vcbench.benchmarks import nav_probe
 
 
 def _tiny_trainer():
   config = nav_config.get_config("tiny")
   config.algo = "bc"
-  trainer = nav_job.ALGOS["bc"].make_train(nav_job.algo_config(config),
-                                            nav_job.make_env(config, "train"))
+  trainer = nav_bench.make_trainer(config)
   return config, trainer, trainer.init(jax.random.key(0)).params
 
 
 def test_agreement_of_the_four_constant_policies_sums_to_one():
   config, trainer, params = _tiny_trainer()
-  env = nav_job.make_env(config, "train")
+  env = nav_bench.make_env(config, "train")
   shares = []
   for action in range(4):
     # An actor bias this large makes the policy answer `action` whatever it sees.
@@ -33,7 +32,7 @@ def test_agreement_of_the_four_constant_policies_sums_to_one():
 
 def test_feature_scale_is_measured_after_the_last_visual_layer():
   config, trainer, params = _tiny_trainer()
-  val = nav_job.make_env(config, "val", config.val_episodes)
+  val = nav_bench.make_env(config, "val", config.val_episodes)
   cnn = params["visual_cnn"]
   scaled = {**params, "visual_cnn": {**cnn, "Dense_0": jax.tree.map(lambda x: 10 * x,
                                                                    cnn["Dense_0"])}}

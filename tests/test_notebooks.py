@@ -5,7 +5,7 @@ import runpy
 
 import pytest
 
-from vcbench.reports.store import Cell, ResultStore, config_hash
+from vcbench.store import Cell, ResultStore, config_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(f for f in os.listdir(os.path.join(ROOT, "notebooks")) if f.endswith(".py"))

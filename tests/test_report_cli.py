@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from launch import report
-from vcbench.reports.store import Cell, ResultStore, config_hash
+from vcbench.store import Cell, ResultStore, config_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")

@@ -13,7 +13,7 @@ def _default_xla_cpu_flags() -> None:
   """Routes XLA:CPU matmuls and convolutions to Eigen instead of YNNPACK.
 
   On these CPUs jaxlib 0.10's default YNNPACK path runs the encoders' GEMMs
-  slower: `python -m launch.bench encoders` gave ViT-B/16 5.10 img/s and
+  slower: `python -m launch.bench.encoders` gave ViT-B/16 5.10 img/s and
   ResNet-50 17.7 img/s with it off, 3.55 and 9.25 with it on
   (VCBENCH_KEEP_XLA_FLAGS=1), in two runs on 2026-12-02. An empty fusion-type
   list turns it off. Only set when the user has not chosen (set VCBENCH_KEEP_XLA_FLAGS=1
@@ -34,7 +34,7 @@ def _default_xla_cpu_flags() -> None:
   bridge = _sys.modules.get("jax._src.xla_bridge")
   if bridge is not None and getattr(bridge, "_backends", None):
     _warnings.warn("vcbench was imported after JAX started its backend, so its XLA:CPU "
-                   "default (Eigen GEMMs, faster here: see launch.bench) does not apply; import vcbench "
+                   "default (Eigen GEMMs, faster here: see launch.bench.encoders) does not apply; import vcbench "
                    "before the first JAX computation", stacklevel=3)
 
 

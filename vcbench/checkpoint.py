@@ -1,6 +1,6 @@
 """Orbax checkpointing for training loops, so that a killed run resumes to the same result.
 
-DESIGN.md asks every training loop to be "checkpointed with orbax, and resumable from its last
+docs/design.md asks every training loop to be "checkpointed with orbax, and resumable from its last
 checkpoint to the same result". This module is the one place that talks to orbax:
 
   ckpt = Checkpointer(workdir / "ckpt", max_to_keep=3)

@@ -7,11 +7,17 @@ which keys a *job* reads. A job therefore declares its schema (a ConfigDict of
 defaults): `check_keys` refuses keys the job would silently ignore (a typo in
 a config file is otherwise a run with the default), and `require` /
 `require_choice` refuse values outside their allowed set, naming the key.
+
+Config files share `variant` (the `:arg` of `--config=configs/x.py:arg`); `load_file` reads a
+config file by path, as the command line does, for jobs that build on another job's configs.
 """
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable, Iterable, Mapping
+import importlib.util
+import os
+import pathlib
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import ml_collections
 
@@ -67,3 +73,54 @@ def require_choice(config: Any, key: str, choices: Iterable[str]) -> None:
       hint = f" (did you mean {', '.join(close)}?)" if close else ""
       raise ConfigError(f"bad value {v!r} in config.{key}{hint}; choose from "
                         f"{', '.join(choices)}")
+
+
+def require_ints(config: Any, keys: Iterable[str], minimum: int = 1) -> None:
+  """Each of `keys` is an int >= `minimum`."""
+  what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+  for key in keys:
+    require(config, key, lambda v: isinstance(v, int) and not isinstance(v, bool)
+            and v >= minimum, what)
+
+
+def parse_mapping(config: Any, key: str, allowed: Sequence[str]) -> dict[str, str]:
+  """config.key, a string "name=value[,name=value...]", as a dict; refuses malformed entries
+  and names outside `allowed` (e.g. checkpoints of PVRs the run does not evaluate)."""
+  out = {}
+  for item in filter(None, str(_lookup(config, key)).split(",")):
+    name, sep, value = item.partition("=")
+    if not sep or not name or not value:
+      raise ConfigError(f"bad value {item!r} in config.{key}; expected 'name=value', e.g. "
+                        f"'vc1_vitb=/data/vc1_vitb.pth'")
+    if name not in allowed:
+      raise ConfigError(f"config.{key} names {name!r}, which is not one of {tuple(allowed)}")
+    out[name] = value
+  return out
+
+
+def variant(arg: str | None, variants: Sequence[str], config_file: str) -> str:
+  """The variant a config file's `get_config(arg)` builds: `arg`, or the first of `variants`
+  (the default); an unknown one is refused with the list."""
+  arg = arg or variants[0]
+  if arg not in variants:
+    name = pathlib.Path(config_file).name
+    raise ValueError(f"configs/{name}: unknown variant {arg!r}; variants: {', '.join(variants)}")
+  return arg
+
+
+def load_file(spec: str) -> ml_collections.ConfigDict:
+  """`get_config(arg)` of the config file `spec` = "path/to/file.py[:arg]" (as
+  `--config=...` on the command line). A relative path is tried from the working directory,
+  then from the repository root."""
+  path, _, arg = spec.partition(":")
+  candidates = [pathlib.Path(path), pathlib.Path(__file__).resolve().parent.parent / path]
+  found = next((p for p in candidates if p.is_file()), None)
+  if found is None:
+    raise ConfigError(f"config file {path!r} not found (looked in {os.getcwd()} and the "
+                      "repository root)")
+  module_spec = importlib.util.spec_from_file_location(f"_vcbench_config_{found.stem}", found)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  if not hasattr(module, "get_config"):
+    raise ConfigError(f"config file {found} defines no get_config(arg)")
+  return module.get_config(arg or None)

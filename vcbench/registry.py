@@ -1,13 +1,24 @@
-"""Name -> object registries filled by decorators (big_vision style).
+"""Name -> object registries filled by decorators (big_vision style): one type for every name
+table in vcbench (PVRs, suites, tasks, corruptions, factors, jobs, algorithms).
 
-A registry refuses duplicate names (two modules silently shadowing each other is
-a bug that shows up as wrong numbers much later) and, on a miss, lists the names
-it knows so a typo on the command line is fixed in one go.
+A registry refuses duplicate names (two modules silently shadowing each other is a bug that
+shows up as wrong numbers much later) and, on a miss, lists the names it knows so a typo on the
+command line is fixed in one go. Names keep their registration order (`names()`), which is the
+order tables and galleries show them in.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Callable, Iterator
+
+
+class UnknownName(KeyError, ValueError):
+  """A name a registry does not hold. Both a KeyError (a failed lookup) and a ValueError (a bad
+  value, e.g. a config entry), so callers catch whichever they mean."""
+
+  def __str__(self) -> str:  # KeyError would quote the message.
+    return str(self.args[0]) if self.args else ""
 
 
 class Registry:
@@ -15,9 +26,12 @@ class Registry:
 
   def __init__(self, kind: str):
     self.kind = kind
-    self._items: Dict[str, Any] = {}
+    self._items: dict[str, Any] = {}
 
   def register(self, name: str) -> Callable[[Any], Any]:
+    if not isinstance(name, str) or not name:
+      raise TypeError(f"{self.kind} names are non-empty strings, got {name!r}")
+
     def decorator(obj):
       if name in self._items:
         raise ValueError(f"{self.kind} {name!r} is registered twice "
@@ -26,19 +40,45 @@ class Registry:
       return obj
     return decorator
 
+  def unregister(self, name: str) -> Any:
+    """Removes and returns `name`'s object (tests that register their own entries clean up)."""
+    self.get(name)
+    return self._items.pop(name)
+
+  @contextlib.contextmanager
+  def temporarily(self, name: str, obj: Any) -> Iterator[Any]:
+    """`obj` registered as `name` inside the `with` block only."""
+    self.register(name)(obj)
+    try:
+      yield obj
+    finally:
+      self._items.pop(name, None)
+
   def get(self, name: str) -> Any:
     if name not in self._items:
-      close = difflib.get_close_matches(name, self._items, n=3)
+      close = difflib.get_close_matches(str(name), self._items, n=3)
       hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-      raise KeyError(f"unknown {self.kind} {name!r}.{hint} "
-                     f"Known: {', '.join(sorted(self._items))}.")
+      raise UnknownName(f"unknown {self.kind} {name!r}.{hint} "
+                        f"Known: {', '.join(self._items)}.")
     return self._items[name]
 
-  def names(self) -> list[str]:
-    return sorted(self._items)
+  __getitem__ = get
 
-  def __contains__(self, name: str) -> bool:
+  def names(self) -> list[str]:
+    """The registered names, in registration order."""
+    return list(self._items)
+
+  def items(self) -> list[tuple[str, Any]]:
+    return list(self._items.items())
+
+  def values(self) -> list[Any]:
+    return list(self._items.values())
+
+  def __contains__(self, name: object) -> bool:
     return name in self._items
 
   def __iter__(self) -> Iterator[str]:
     return iter(self.names())
+
+  def __len__(self) -> int:
+    return len(self._items)

@@ -2,6 +2,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from vcbench.algos import bc
 
@@ -54,25 +55,34 @@ def test_policy_step_sees_the_training_features():
   np.testing.assert_allclose(np.concatenate(seen), want, rtol=1e-6, atol=1e-6)
 
 
+def _trainer(x, y, batch_size, epochs):
+  c = bc.default_config()
+  c.batch_size, c.epochs = batch_size, epochs
+  return bc.make_train(c, x, y)
+
+
 def test_bc_fits_a_linear_expert_and_loss_falls():
   rng = np.random.default_rng(2)
   x = rng.normal(size=(600, 12)).astype(np.float32)
   w = rng.normal(size=(12, 4)).astype(np.float32) * 0.3
   y = np.tanh(x @ w)
-  init, train, act = bc.make_train(feat_dim=12, action_dim=4, num_samples=600, batch_size=64)
-  state = init(jax.random.key(0))
-  state, losses = train(state, jax.random.key(1), jnp.asarray(x), jnp.asarray(y), 30)
-  losses = np.asarray(losses)
+  trainer = _trainer(x, y, batch_size=64, epochs=30)
+  state, metrics = trainer.train_chunk(trainer.init(jax.random.key(0)), 30)
+  losses = np.asarray(metrics["loss"])
   assert losses.shape == (30,) and losses[-1] < 0.1 * losses[0]
-  pred = np.asarray(act(state, jnp.asarray(x)))
+  pred = np.asarray(trainer.act(state.variables(), jnp.asarray(x)))
   assert np.abs(pred).max() <= 1.0 and np.mean((pred - y) ** 2) < 0.02
   assert int(state.step) == 30 * (600 // 64)
 
 
 def test_training_is_deterministic_given_the_key():
   x = np.random.default_rng(3).normal(size=(100, 3)).astype(np.float32)
-  y = x[:, :2]
-  init, train, _ = bc.make_train(feat_dim=3, action_dim=2, num_samples=100, batch_size=32)
-  a = train(init(jax.random.key(0)), jax.random.key(5), jnp.asarray(x), jnp.asarray(y), 3)[1]
-  b = train(init(jax.random.key(0)), jax.random.key(5), jnp.asarray(x), jnp.asarray(y), 3)[1]
+  trainer = _trainer(x, x[:, :2], batch_size=32, epochs=3)
+  a = trainer.train_chunk(trainer.init(jax.random.key(0)), 3)[1]["loss"]
+  b = trainer.train_chunk(trainer.init(jax.random.key(0)), 3)[1]["loss"]
   np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_bad_shapes_are_refused():
+  with pytest.raises(ValueError, match=r"\(10, 3\) and \(9, 2\)"):
+    _trainer(np.zeros((10, 3)), np.zeros((9, 2)), batch_size=4, epochs=1)

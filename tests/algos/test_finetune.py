@@ -38,17 +38,16 @@ def data():
           "actions": actions.astype(np.float32)}
 
 
-def make(encoder, **kw):
-  args = dict(encoder=encoder, action_dim=2, proprio_dim=PROPRIO, history=HISTORY,
-              num_samples=sum(LENGTHS), hidden=(32, 32), batch_size=16)
-  return finetune.make_train(**{**args, **kw})
+def config(**kw):
+  c = finetune.default_config()
+  c.history, c.hidden, c.batch_size = HISTORY, (32, 32), 16
+  c.update(kw)
+  return c
 
 
-def train(fns, data, epochs, init_key=0, key=1):
-  init, train_fn, _ = fns
-  state = init(jax.random.key(init_key))
-  return train_fn(state, jax.random.key(key), jnp.asarray(data["frames"]), data["episode"],
-                  jnp.asarray(data["proprio"]), jnp.asarray(data["actions"]), epochs)
+def make(encoder, data, **kw):
+  return finetune.make_train(config(**kw), encoder, jnp.asarray(data["frames"]),
+                             data["episode"], jnp.asarray(data["proprio"]), data["actions"])
 
 
 def leaves(tree):
@@ -108,17 +107,15 @@ POLICY_LR, ENCODER_LR, STEPS = 1e-2, 1e-4, 40
 def stepped(encoder, data):
   """Full-batch training (one step an epoch), one compiled epoch at a time: the state before,
   after one step, after STEPS steps, and the losses."""
-  init, train_fn, _ = make(encoder, policy_lr=POLICY_LR, encoder_lr=ENCODER_LR,
-                           batch_size=sum(LENGTHS))
-  state = init(jax.random.key(0))
+  trainer = make(encoder, data, lr=POLICY_LR, encoder_lr=ENCODER_LR, batch_size=sum(LENGTHS))
+  state = trainer.init(jax.random.key(0))
   before = jax.device_get((state.encoder, state.policy.params))
-  args = [jnp.asarray(data[k]) for k in ("frames", "episode", "proprio", "actions")]
   after_one, losses = None, []
-  for i in range(STEPS):
-    state, loss = train_fn(state, jax.random.key(i), *args, 1)
-    losses.append(float(loss[0]))
+  for _ in range(STEPS):
+    state, metrics = trainer.train_chunk(state, 1)
+    losses.append(float(metrics["loss"][0]))
     after_one = after_one or jax.device_get((state.encoder, state.policy.params))
-  return before, after_one, np.array(losses), int(state.policy.step)
+  return before, after_one, np.array(losses), int(state.step)
 
 
 def test_gradients_reach_the_encoder_at_its_own_lr(stepped):
@@ -139,20 +136,21 @@ def test_loss_falls(stepped):
 
 
 def test_encoder_lr_zero_is_bc_on_frozen_embeddings(encoder, data, frozen_emb):
-  state, losses = train(make(encoder, encoder_lr=0.0), data, 3)
+  trainer = make(encoder, data, encoder_lr=0.0)
+  state, metrics = trainer.train_chunk(trainer.init(jax.random.key(0)), 3)
+  losses = metrics["loss"]
   assert_trees_equal(state.encoder, encoder.params)
   x = bc.features(frozen_emb, data["episode"], data["proprio"], HISTORY)
-  init, bc_train, _ = bc.make_train(feat_dim=x.shape[1], action_dim=2, num_samples=len(x),
-                                    hidden=(32, 32), batch_size=16)
-  want, want_losses = bc_train(init(jax.random.key(0)), jax.random.key(1), jnp.asarray(x),
-                               jnp.asarray(data["actions"]), 3)
+  reference = bc.make_train(config(), x, data["actions"])
+  want, want_metrics = reference.train_chunk(reference.init(jax.random.key(0)), 3)
+  want_losses = want_metrics["loss"]
   # Same init, permutations and updates; the embeddings agree to XLA's batch-shape-dependent
   # rounding (on CPU at these shapes the runs are bit-identical).
   np.testing.assert_allclose(losses, want_losses, rtol=1e-5, atol=1e-6)
   for got, ref in zip(leaves((state.policy.params, state.policy.batch_stats)),
                       leaves((want.params, want.batch_stats))):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
-  assert int(state.policy.step) == int(want.step)
+  assert int(state.step) == int(want.step)
 
 
 def test_embedder_of_carries_the_params_not_in_its_fingerprint(encoder):
@@ -166,25 +164,27 @@ def test_embedder_of_carries_the_params_not_in_its_fingerprint(encoder):
 
 
 def test_data_errors_are_clear(encoder, data):
-  _, train_fn, _ = fns = make(encoder)
-  state = fns[0](jax.random.key(0))
-  with pytest.raises(ValueError, match="proprio has width 0"):
-    train_fn(state, jax.random.key(0), data["frames"], data["episode"], None, data["actions"], 1)
-  with pytest.raises(ValueError, match="num_samples = 48"):
-    train_fn(state, jax.random.key(0), data["frames"][:5], data["episode"], data["proprio"],
-             data["actions"], 1)
+  with pytest.raises(ValueError, match="num_samples = 48.*'frames': 5"):
+    finetune.make_train(config(), encoder, jnp.asarray(data["frames"][:5]), data["episode"],
+                        data["proprio"], data["actions"])
+  with pytest.raises(ValueError, match="frames must be uint8"):
+    finetune.make_train(config(), encoder, jnp.asarray(data["frames"], jnp.float32),
+                        data["episode"], data["proprio"], data["actions"])
 
 
 class ScriptedEvaluator:
-  """Validation scores from a script; records what each validation was handed."""
+  """Validation successes from a script; records what each validation was handed."""
 
-  def __init__(self, scores):
-    self.scores, self.seen = list(scores), []
+  def __init__(self, rates):
+    self.rates, self.seen = list(rates), []
 
-  def success(self, embedder, act, policy_state, seeds):
+  def episodes(self, embedder, act, policy, seeds):
     self.seen.append((embedder.fingerprint, jax.device_get(embedder.params),
-                      int(policy_state.step)))
-    return {"success_rate": self.scores[len(self.seen) - 1], "mean_length": 1.0}
+                      jax.device_get(policy.params)))
+    rate = self.rates[len(self.seen) - 1]
+    n = len(seeds)
+    return {"success": np.arange(n) < round(rate * n), "length": np.ones(n),
+            "return": np.zeros(n)}
 
 
 def test_fit_keeps_the_best_validation_epoch(encoder, data):
@@ -193,13 +193,13 @@ def test_fit_keeps_the_best_validation_epoch(encoder, data):
   protocol = bc_protocol.Protocol(epochs=3, eval_every=1, batch_size=16, hidden=(32, 32),
                                   history=HISTORY, val_episodes=2)
   evaluator = ScriptedEvaluator([0.5, 1.0, 1.0])
-  fitted, embedder = finetune.fit(protocol, evaluator, encoder, "tiny", demos, seed=0,
-                                  encoder_lr=1e-3, log=lambda _: None)
+  fitted = bc_protocol.fit_finetuned(protocol, evaluator, encoder, "tiny", demos, seed=0,
+                                     encoder_lr=1e-3, log=lambda _: None)
   assert fitted.best_epoch == 2 and fitted.val_score == 100.0    # The earliest of the ties.
-  assert [c[0] for c in fitted.val_curve] == [1, 2, 3]
+  assert fitted.val_curve == [[1, 0.5], [2, 1.0], [3, 1.0]]
   assert len({fp for fp, _, _ in evaluator.seen}) == 1           # One compiled rollout.
-  _, best_params, best_step = evaluator.seen[1]
-  assert int(fitted.state.step) == best_step == 2 * (len(data["actions"]) // 16)
-  assert_trees_equal(embedder.params, best_params)
-  assert not all(np.array_equal(a, b) for a, b in zip(leaves(embedder.params),
+  _, best_encoder, best_policy = evaluator.seen[1]
+  assert_trees_equal(fitted.state.params, best_policy)
+  assert_trees_equal(fitted.embedder.params, best_encoder)
+  assert not all(np.array_equal(a, b) for a, b in zip(leaves(fitted.embedder.params),
                                                       leaves(encoder.params)))

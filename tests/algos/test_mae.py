@@ -84,7 +84,8 @@ def test_killed_run_resumes_to_the_same_curve(tmp_path, ds, uninterrupted):
 def test_resume_refuses_another_config(tmp_path, ds, uninterrupted):
   workdir = tmp_path / "copy"
   shutil.copytree(os.path.dirname(uninterrupted.encoder_path), workdir)
-  with pytest.raises(config_lib.ConfigError, match="another MAE config"):
+  with pytest.raises(ValueError, match=r"another config \(mask_ratio: 0.75 -> 0.5, "
+                                       r"total_steps: 20 -> 30\)"):
     mae.train(tiny_config(total_steps=30, mask_ratio=0.5), ds, str(workdir),
               encoder=TINY_VIT, log=lambda s: None)
 
@@ -152,17 +153,13 @@ from vcbench.data import frames
 assert jax.device_count() == int(sys.argv[2]), jax.devices()
 from test_mae import TINY_VIT
 config = tiny_config(total_steps=6, chunk=3)
-trainer = mae.Trainer(config, encoder=TINY_VIT)
-state = trainer.init(jax.random.key(0))
 ds = frames.dataset([blob_frames()], [1.0], batch_size=8, seed=0)
-from vcbench import parallel
-state = parallel.replicate(state, trainer.mesh)
+trainer = mae.make_train(config, ds, encoder=TINY_VIT)
+state = trainer.init(jax.random.key(0))
 losses = []
-for chunk in frames.batches(ds, 0, 6, 3):
-  batch = parallel.shard_batch(np.asarray(chunk), trainer.mesh, axis=1)
-  assert len(batch.sharding.device_set) == int(sys.argv[2])
-  state, l = trainer.train_chunk(state, batch)
-  losses += np.asarray(l).tolist()
+for n, (chunk,) in trainer.inputs(0, 6, 3):
+  state, m = trainer.train_chunk(state, n, chunk)
+  losses += np.asarray(m["loss"]).tolist()
 leaf = state.params["encoder"]["blocks_0"]["attn"]["qkv"]["kernel"]
 assert leaf.sharding.is_fully_replicated
 print(json.dumps({"losses": losses, "kernel": np.asarray(leaf).ravel()[:64].tolist()}))

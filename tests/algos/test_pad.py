@@ -9,6 +9,7 @@ import pytest
 from toy_nav_env import make_env
 from vcbench.algos import pad as pad_lib
 from vcbench.algos import ppo
+from vcbench.algos import runner
 from vcbench.config import ConfigError
 
 
@@ -23,12 +24,17 @@ def _trainer():
   return trainer, trainer.init(jax.random.key(0)).params, env
 
 
-def _setup(task):
-  trainer, params, env = _trainer()
+def _config(task):
   p = pad_lib.default_config()
   p.task, p.num_envs, p.rollout_len, p.sgd_steps = task, 8, 16, 3
   p.fit_steps, p.budget, p.lr, p.head_lr = 8 * 16 * 6, 8 * 16 * 2, 1e-3, 3e-3
-  return pad_lib.PAD(p, trainer), params, env
+  return p
+
+
+def _setup(task):
+  """The head-fitting phase's trainer, the policy params and the env."""
+  policy, params, env = _trainer()
+  return pad_lib.make_train(_config(task), policy, params, env, seed=1), params, env
 
 
 def test_rotate_matches_numpy():
@@ -39,23 +45,38 @@ def test_rotate_matches_numpy():
 
 @pytest.mark.parametrize("task", ["rp", "ap"])
 def test_fit_then_adapt_changes_only_the_encoder(task):
-  pad, params, env = _setup(task)
-  head, log = pad.fit_heads(jax.random.key(1), params, env)
-  assert len(log) == 6
+  fit, params, env = _setup(task)
+  state, log = runner.run(fit, None, 6)
+  assert log["loss"].shape == (6,)
   # Each round's SGD steps lower the SS loss on the rollout they train on.
-  assert all(r["loss_after"] < r["loss"] for r in log)
-  adapted, head2, log2 = pad.adapt(jax.random.key(2), params, head, env)
-  assert len(log2) == 2
+  assert np.all(log["loss_after"] < log["loss"])
+  head = fit.head(state)
+  assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)),   # Fitting leaves
+                                   fit.adapted_params(state), params))          # the encoder.
+  adapt = pad_lib.make_train(_config(task), fit.policy, params, env, head=head, seed=2)
+  state2, log2 = runner.run(adapt, None, 2)
+  assert log2["loss"].shape == (2,)
+  adapted = adapt.adapted_params(state2)
   for name in params:
     same = jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), params[name],
                                      adapted[name]))
     assert same == (name != "visual_cnn"), name
-  assert not jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), head, head2))
+  assert not jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), head,
+                                       adapt.head(state2)))
+
+
+def test_rounds_resume_bit_identically_and_chunking_does_not_matter(tmp_path):
+  fit, _, _ = _setup("rp")
+  whole, log = runner.run(fit, None, 6)
+  runner.run(fit, tmp_path, 2, stop_at=4)                # killed after 4 of 6 rounds
+  resumed, log2 = runner.run(fit, tmp_path, 2)
+  np.testing.assert_array_equal(log["loss"], log2["loss"])
+  jax.tree.map(np.testing.assert_array_equal, fit.head(whole), fit.head(resumed))
 
 
 def test_ap_ignores_steps_that_end_an_episode():
   pad, params, _ = _setup("ap")
-  head = pad.init_head(jax.random.key(0))
+  head = pad.head(pad.init(jax.random.key(0)))
   t, n = 5, 3
   obs = {"rgb": jax.random.randint(jax.random.key(1), (t, n, 8, 8, 3), 0, 255).astype(jnp.uint8)}
   action = jnp.zeros((t, n), jnp.int32)
@@ -72,8 +93,8 @@ def test_ap_ignores_steps_that_end_an_episode():
 
 
 def test_config_errors():
-  pad, _, _ = _setup("rp")
-  bad = pad.config.copy_and_resolve_references()
+  policy, params, env = _trainer()
+  bad = _config("rp")
   bad.task = "jigsaw"
   with pytest.raises(ConfigError, match="task"):
-    pad_lib.PAD(bad, pad.trainer)
+    pad_lib.make_train(bad, policy, params, env)

@@ -6,6 +6,8 @@ import pytest
 
 from toy_nav_env import make_env
 from vcbench.algos import ppo
+from vcbench.algos import recurrent
+from vcbench.algos import runner
 from vcbench.config import ConfigError
 from vcbench.models import nav_policy, zoo
 from vcbench.models.nav_policy import NavPolicy
@@ -170,8 +172,8 @@ def test_ppo_learns_the_toy_task(learned):
 
 def test_logging_callback_every_log_every_updates(learned, capsys):
   assert learned[4] == [10, 20, 30, 40]
-  logger = ppo.PrintLogger(steps_per_update=256)
-  logger({**{k: 0.5 for k in ppo.EPISODE_METRICS}, "episodes": 3, "update": 2,
+  logger = recurrent.PrintLogger(256, ppo.PPO.log_line)
+  logger({**{k: 0.5 for k in recurrent.EPISODE_METRICS}, "episodes": 3, "update": 2,
           "policy_loss": 0.1, "value_loss": 0.2, "entropy": 1.0, "approx_kl": 0.01})
   assert "update 2 | env steps 512 | return 0.500" in capsys.readouterr().out
 
@@ -187,19 +189,20 @@ def test_same_seed_same_run_other_seed_other_run(learned):
 def test_resume_from_checkpoint_is_bit_identical(learned, tmp_path):
   config, _, straight_state, straight, _ = learned
   env, half = make_env(), LEARN_UPDATES // 2
+  run = lambda c, **kw: runner.run(ppo.make_train(c, env, log_fn=False), tmp_path, half, **kw)
   # A run stopped (as if killed) halfway, then restarted: new Checkpointer, new trainer.
-  _, first = ppo.run(config, env, tmp_path, chunk_updates=half, stop_at=half, log_fn=False)
+  _, first = run(config, stop_at=half)
   assert first["policy_loss"].shape == (half,)
-  state, resumed = ppo.run(config, env, tmp_path, chunk_updates=half, log_fn=False)
+  state, resumed = run(config)
   assert_trees_equal(straight, resumed)
   assert_trees_equal(straight_state, state)
   # A finished run is not trained further; a changed config is refused.
-  _, again = ppo.run(config, env, tmp_path, chunk_updates=half, log_fn=False)
+  _, again = run(config)
   assert_trees_equal(straight, again)
   changed = config.copy_and_resolve_references()
   changed.lr = 1e-3
   with pytest.raises(ValueError, match=r"another config \(lr: 0.003 -> 0.001\)"):
-    ppo.run(changed, env, tmp_path)
+    run(changed)
 
 
 @pytest.mark.parametrize("overrides, message", [

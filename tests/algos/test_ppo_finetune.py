@@ -84,8 +84,8 @@ def test_resume_restores_the_fine_tuned_encoder(run, tmp_path):
   # A run stopped after one update, then resumed from its checkpoint (abstract state, restore
   # and shardings include the encoder), equals the uninterrupted one.
   config, trainer, _, straight = run
-  _, first = runner.run(trainer, config, tmp_path, chunk_updates=1, stop_at=1)
-  state, metrics = runner.run(trainer, config, tmp_path, chunk_updates=1)
+  _, first = runner.run(trainer, tmp_path, 1, stop_at=1)
+  state, metrics = runner.run(trainer, tmp_path, 1)
   assert nav_policy.PVR_PARAM in state.params
   assert_trees_equal(jax.device_get(state), straight)
   assert metrics["policy_loss"].shape == (2,)

@@ -1,21 +1,16 @@
 """Adaptation choices of the CortexBench job: validation, the MAE configs they make, and the
 MAE adaptation end to end (demo frames -> adapted encoder -> frozen BC -> store column)."""
 import glob
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+import launching
 from configs import cortexbench as cortexbench_config
 from vcbench import config as config_lib
 from vcbench.benchmarks import adaptation
 from vcbench.models import zoo
-from vcbench.reports import store as store_lib
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+from vcbench import store as store_lib
 
 def test_state_oracle_is_always_frozen():
   assert adaptation.cell_adaptation("mae", "state_oracle") == "frozen"
@@ -48,8 +43,7 @@ def test_mae_configs_continue_or_start_from_scratch():
 
 
 def test_frozen_runs_keep_their_config_hash():
-  from launch import jobs  # pylint: disable=import-outside-toplevel,unused-import
-  from launch import cortexbench  # pylint: disable=import-outside-toplevel
+  from vcbench.jobs import cortexbench  # pylint: disable=import-outside-toplevel
   c = cortexbench_config.get_config("tiny")
   frozen = cortexbench.config_hash(c)
   c.adapt.mae_steps = 7     # Irrelevant to a frozen run.
@@ -59,13 +53,11 @@ def test_frozen_runs_keep_their_config_hash():
 
 
 def _tiny_job(tmp_path, adaptation, *extra):
-  env = {**os.environ, "VCBENCH_NO_PROGRESS": "1", "VCBENCH_CACHE": str(tmp_path / "cache"),
-         "MUJOCO_GL": "egl"}
-  args = ["--config", "configs/cortexbench.py:tiny", f"--config.workdir={tmp_path / 'run'}",
-          "--config.pvrs=('state_oracle', 'random_vit_ti')",
-          f"--config.adaptation={adaptation}", *extra]
-  out = subprocess.run([sys.executable, "-m", "launch.main", *args], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=1800, check=False)
+  out = launching.main("--config", "configs/cortexbench.py:tiny",
+                       f"--config.workdir={tmp_path / 'run'}",
+                       "--config.pvrs=('state_oracle', 'random_vit_ti')",
+                       f"--config.adaptation={adaptation}", *extra, tmp_path=tmp_path,
+                       timeout=1800)
   assert out.returncode == 0, out.stderr[-3000:]
   assert f"| random_vit_ti ({adaptation}) |" in out.stdout and "| state_oracle |" in out.stdout
   rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()

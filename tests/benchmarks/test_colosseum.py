@@ -6,6 +6,7 @@ import pytest
 
 import vcbench  # noqa: F401 - before jax (XLA flags).
 from vcbench.benchmarks import colosseum as col
+from vcbench.envs.mujoco import scene
 
 NO_RO = "the task has no receiver object"
 
@@ -18,10 +19,10 @@ def test_inapplicable_gives_the_reason_or_nothing(monkeypatch):
   assert col.inapplicable("drawer-open", "MO_Size") == ""
   assert col.inapplicable("drawer-open", "Distractor") == ""
   note = col.inapplicable("button-press-topdown", "MO_Size")
-  assert note == col.TASKS["button-press-topdown"].notes["MO_Size"] and "RO_Size" in note
+  assert note == scene.TASKS["button-press-topdown"].notes["MO_Size"] and "RO_Size" in note
   assert col.inapplicable("button-press-topdown", "RO_Size") == ""
-  monkeypatch.setitem(col.TASKS, "fake", col.TaskSpec("x", mo=("a",), ro=("b",),
-                                                      mo_size=None, ro_size=None))
+  monkeypatch.setitem(scene.TASKS, "fake", scene.TaskSpec("x", mo=("a",), ro=("b",),
+                                                          mo_size=None, ro_size=None))
   assert col.inapplicable("fake", "MO_Size") == "the manipulation object cannot be scaled"
   assert col.inapplicable("fake", "RO_Size") == "the receiver object cannot be scaled"
   assert col.inapplicable("fake", "RO_Color") == ""
@@ -48,7 +49,7 @@ def test_factors_of_each_test_set():
   with pytest.raises(ValueError, match="'Gravity'"):
     col.factors_of("hammer", "Gravity")
   with pytest.raises(KeyError, match=r"'reach'.*'assembly'.*'hammer'"):
-    col.task_spec("reach")
+    scene.task_spec("reach")
   with pytest.raises(KeyError, match="'reach'"):
     col.inapplicable("reach", "MO_Color")
 
@@ -99,8 +100,7 @@ def test_task_spec_names_real_bodies(task):
   size ranges are sane and the scene compiles at their ends."""
   pytest.importorskip("metaworld")
   from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415
-  from vcbench.envs.mujoco import scene  # noqa: PLC0415
-  spec = col.task_spec(task)
+  spec = scene.task_spec(task)
   assert mw.check_task(task) == task
   assert set(spec.notes) <= set(col.FACTORS)
   for lo_hi in (spec.mo_size, spec.ro_size):
@@ -132,3 +132,23 @@ def test_cortexbench_tasks_have_specs():
   """The five CortexBench MetaWorld tasks are all Colosseum tasks."""
   from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415
   assert set(mw.CORTEXBENCH_TASKS) <= set(col.TASKS) and len(col.TASKS) == 10
+  assert col.TASKS == tuple(scene.TASKS)
+
+
+def test_test_sets_table_refuses_what_does_not_apply_with_the_reason():
+  """Every test set keeps its place (its episode codes), applicable or not: a refused one maps
+  to why; measured exclusions leave "all" and are refused alone."""
+  table = col.test_sets("drawer-open", {"Camera_Pose": "the expert fails"})
+  assert list(table) == list(col.TEST_SETS)
+  assert table[col.NONE] == () and table["MO_Color"] == ("MO_Color",)
+  assert table["RO_Color"] == NO_RO and table["Camera_Pose"] == "the expert fails"
+  assert "Camera_Pose" not in table[col.ALL] and "RO_Color" not in table[col.ALL]
+  assert col.test_sets("hammer", ("Mass",))["Mass"] == "the scripted expert fails under it (measured)"
+  assert col.encode(col.NONE, 7) == 7 and col.encode("Mass", 3) == 15 * 1_000_000 + 3
+
+
+def test_definitions_name_every_factor_with_its_stable_id():
+  d = col.definitions()
+  assert d["test_sets"] == list(col.TEST_SETS)
+  assert {n: f["id"] for n, f in d["factors"].items()} == {n: i for i, n in enumerate(col.FACTORS)}
+  assert set(d["tasks"]) == set(col.TASKS) and d["params"]["num_distractors"] == 2

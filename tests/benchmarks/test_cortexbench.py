@@ -2,10 +2,12 @@
 import math
 import warnings
 
+import numpy as np
 import pytest
 
 from vcbench.benchmarks import cortexbench
-from vcbench.reports.store import Cell, ResultStore
+from vcbench.benchmarks import cortexbench_scores
+from vcbench.store import Cell, ResultStore
 
 import cortexbench_rows as cbrows
 
@@ -30,8 +32,21 @@ def test_suites_hold_the_cortexbench_protocols():
   assert cortexbench.suite("adroit").tasks == ("pen", "relocate")
   assert cortexbench.suite("trifinger").tasks == ("reach-cube", "push-cube")
   for name in ("imagenav", "objectnav"):
-    assert cortexbench.suite(name).reason == "vcbench-nav (issue 4)"
+    assert "vcbench-nav" in cortexbench.suite(name).reason
   assert all(s.available or s.reason for s in cortexbench.SUITES.values())
+
+
+def test_suite_scores_by_its_metric_and_refuses_unknown_metrics():
+  episodes = {"success": np.array([True, False, True, True]), "length": np.ones(4),
+              "return": np.array([10.0, 20.0, 30.0, 40.0])}
+  assert cortexbench.suite("metaworld").score(episodes) == 75.0
+  assert cortexbench.suite("dmc").score(episodes) == 2.5
+  assert cortexbench.suite("metaworld").success_ends_episode
+  assert not cortexbench.suite("dmc").success_ends_episode
+  with pytest.raises(KeyError, match="return/10"):
+    cortexbench.Suite("x", "X", ("t",), 1, 1, 1, metric="reward", available=False)
+  with pytest.raises(ValueError, match="needs make_sim and expert"):
+    cortexbench.Suite("x", "X", ("t",), 1, 1, 1, metric="success", available=True)
 
 
 def test_unknown_suite_lists_valid_names():
@@ -59,7 +74,7 @@ def test_task_keys_round_trip_and_bad_key_is_explained():
 
 
 def test_suite_means_stderr_ranks_with_ties():
-  board = cortexbench.leaderboard(_rows())
+  board = cortexbench_scores.leaderboard(_rows())
   assert board.suites == ("metaworld", "dmc")  # SUITES order.
   assert board.tasks["metaworld"] == ("assembly", "hammer")
   a, b, c = (board.standing(p) for p in "ABC")
@@ -75,7 +90,7 @@ def test_suite_means_stderr_ranks_with_ties():
 
 
 def test_mean_rank_and_mean_success_order_the_board():
-  board = cortexbench.leaderboard(_rows())
+  board = cortexbench_scores.leaderboard(_rows())
   assert board.pvrs() == ["B", "A", "C"]
   b, a, c = board.standings
   assert (b.mean_rank, b.mean_success, b.n_ranked) == (1.25, 57.5, 2)
@@ -86,7 +101,7 @@ def test_mean_rank_and_mean_success_order_the_board():
 
 def test_partial_suite_is_flagged_not_ranked():
   scores = dict(SCORES, D={"metaworld/assembly": {0: 99, 1: 99}, "dmc/walker-walk": {0: 100}})
-  board = cortexbench.leaderboard(_rows(scores))
+  board = cortexbench_scores.leaderboard(_rows(scores))
   d = board.standing("D")
   mw = d.suites["metaworld"]
   assert (mw.mean, mw.n_tasks, mw.n_tasks_total, mw.complete) == (99.0, 1, 2, False)
@@ -97,7 +112,7 @@ def test_partial_suite_is_flagged_not_ranked():
 
 def test_task_nobody_else_has_makes_everyone_else_incomplete():
   scores = dict(SCORES, D={"metaworld/drawer-open": {0: 10}})
-  board = cortexbench.leaderboard(_rows(scores))
+  board = cortexbench_scores.leaderboard(_rows(scores))
   assert board.tasks["metaworld"] == ("assembly", "drawer-open", "hammer")
   assert not any(s.suites["metaworld"].complete for s in board.standings)
   d = board.standing("D")
@@ -107,7 +122,7 @@ def test_task_nobody_else_has_makes_everyone_else_incomplete():
 
 def test_stderr_uses_only_seeds_with_every_task():
   scores = {"A": {"metaworld/assembly": {0: 80, 1: 90, 2: 10}, "metaworld/hammer": {0: 60, 1: 70}}}
-  s = cortexbench.leaderboard(_rows(scores)).standing("A").suites["metaworld"]
+  s = cortexbench_scores.leaderboard(_rows(scores)).standing("A").suites["metaworld"]
   assert s.mean == pytest.approx((60 + 65) / 2)  # The task mean still uses seed 2.
   assert (s.n_seeds, s.stderr) == (2, pytest.approx(5.0))
 
@@ -118,14 +133,14 @@ def test_other_benchmarks_corruptions_and_missing_scores_are_ignored():
       _row("A", "metaworld/assembly", 3, 0.0, corruption="fog", severity=3),
       _row("E", "metaworld/assembly", 0, None)]
   with pytest.warns(RuntimeWarning, match="no finite 'score'"):
-    board = cortexbench.leaderboard(rows)
+    board = cortexbench_scores.leaderboard(rows)
   assert board.pvrs() == ["B", "A", "C"]
   assert board.standing("A").suites["metaworld"].n_seeds == 2
 
 
 def test_adapted_pvr_is_its_own_entry():
   rows = _rows() + [_row("A", "dmc/walker-walk", 0, 50, adaptation="finetune")]
-  board = cortexbench.leaderboard(rows)
+  board = cortexbench_scores.leaderboard(rows)
   assert board.standing("A (finetune)").ranks == {"dmc": 1.0}
   assert board.standing("A").suites["dmc"].mean == 30
 
@@ -134,7 +149,7 @@ def test_duplicate_cell_with_other_config_hash_warns_and_uses_latest():
   late = _row("A", "dmc/walker-walk", 0, 90, config_hash="bb", time="2026-02-01T00:00:00+00:00")
   rows = [late] + _rows()  # The later record comes first in the list: time decides, not order.
   with pytest.warns(RuntimeWarning, match=r"pvr='A' task='dmc/walker-walk' seed=0"):
-    board = cortexbench.leaderboard(rows)
+    board = cortexbench_scores.leaderboard(rows)
   assert board.standing("A").suites["dmc"].mean == 90
 
 
@@ -142,27 +157,27 @@ def test_same_config_rerun_is_silent():
   rows = _rows() + [_row("A", "dmc/walker-walk", 0, 35, time="2026-01-02T00:00:00+00:00")]
   with warnings.catch_warnings():
     warnings.simplefilter("error")
-    board = cortexbench.leaderboard(rows)
+    board = cortexbench_scores.leaderboard(rows)
   assert board.standing("A").suites["dmc"].mean == 35
 
 
 def test_unknown_suite_in_rows_names_key_and_valid_suites():
   with pytest.raises(ValueError, match="'atari/pong'") as e:
-    cortexbench.leaderboard(_rows() + [_row("A", "atari/pong", 0, 1.0)])
+    cortexbench_scores.leaderboard(_rows() + [_row("A", "atari/pong", 0, 1.0)])
   assert "metaworld" in str(e.value)
 
 
 def test_task_ranks_and_task_scores():
-  assert cortexbench.task_ranks(_rows()) == {"A": [1.0, 2.0, 2.0], "B": [2.0, 1.0, 1.0],
+  assert cortexbench_scores.task_ranks(_rows()) == {"A": [1.0, 2.0, 2.0], "B": [2.0, 1.0, 1.0],
                                              "C": [3.0, 3.0, 3.0]}
-  scores = cortexbench.task_scores(_rows())
+  scores = cortexbench_scores.task_scores(_rows())
   assert list(scores["A"]) == ["metaworld/assembly", "metaworld/hammer", "dmc/walker-walk"]
   assembly = scores["A"]["metaworld/assembly"]
   assert (assembly.mean, assembly.stderr, assembly.n_seeds) == (85.0, pytest.approx(5.0), 2)
 
 
 def test_average_ranks_ties_up_to_float_noise():
-  ranks = cortexbench.average_ranks({"a": 0.1 + 0.2, "b": 0.3, "c": 1.0, "d": 0.0})
+  ranks = cortexbench_scores.average_ranks({"a": 0.1 + 0.2, "b": 0.3, "c": 1.0, "d": 0.0})
   assert ranks == {"c": 1.0, "a": 2.5, "b": 2.5, "d": 4.0}
 
 
@@ -175,7 +190,7 @@ def test_leaderboard_from_a_real_store(tmp_path):
                      {"score": score, "success_rate": score / 100, "val_score": score,
                       "best_epoch": 3, "episodes": 25, "train_loss": 0.1},
                      extra={"protocol": "quick"})
-  board = cortexbench.leaderboard(store.to_rows(latest_only=True))
+  board = cortexbench_scores.leaderboard(store.to_rows(latest_only=True))
   assert board.pvrs() == ["B", "A", "C"]
   assert board.standing("B").mean_rank == 1.25
 

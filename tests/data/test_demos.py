@@ -7,12 +7,18 @@ import pytest
 
 pytest.importorskip("metaworld")
 
-from vcbench.data import demos, embeddings, files  # noqa: E402
+from vcbench import files  # noqa: E402
+from vcbench.benchmarks import cortexbench  # noqa: E402
+from vcbench.data import demos, embeddings  # noqa: E402
 from vcbench.envs.mujoco import metaworld as mw  # noqa: E402
 from vcbench.models import embedder as embedder_lib  # noqa: E402
 
 CFG = demos.DemoConfig(task="button-press-topdown", num_demos=2,
                        render=mw.RenderConfig(size=32), hold_steps=3)
+
+
+def source(cfg=CFG):
+  return cortexbench.suite("metaworld").demo_source(cfg.task, cfg.render, cfg.max_steps)
 
 
 @pytest.fixture(autouse=True)
@@ -23,21 +29,26 @@ def _egl(monkeypatch):
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
   root = str(tmp_path_factory.mktemp("demos"))
-  return root, demos.load_or_generate(root, CFG)
+  return root, demos.load_or_generate(root, CFG, source())
 
 
 def test_demos_are_deterministic_and_well_formed(made, tmp_path):
   _, d = made
-  again = demos.load_or_generate(str(tmp_path), CFG)
+  again = demos.load_or_generate(str(tmp_path), CFG, source())
   assert again.sha256 == d.sha256  # Same seeds -> byte-identical file.
   assert d.num_episodes == 2 and d.meta["seeds"] == [0, 1]
   assert d.meta["expert_success_rate"] == 1.0 and d.meta["attempts"] == 2
+  assert base_of(made).startswith(f"{made[0]}/metaworld/button-press-topdown/demos-")
   n = len(d.actions)
   assert d.frames.shape == (n, 32, 32, 3) and d.frames.dtype == np.uint8
   assert d.proprio.shape == (n, 4) and d.state.shape == (n, 21)
   assert sum(d.meta["lengths"]) == n
   assert [s.stop - s.start for s in d.episodes()] == d.meta["lengths"]
   assert np.abs(d.actions).max() <= 1
+
+
+def base_of(made):
+  return demos.path_for(made[0], CFG, source())
 
 
 def test_splits_use_disjoint_seeds():
@@ -49,21 +60,21 @@ def test_splits_use_disjoint_seeds():
 
 def test_corrupt_demo_file_is_regenerated_or_refused(made):
   root, d = made
-  base = demos.path_for(root, CFG)
+  base = demos.path_for(root, CFG, source())
   data = open(base + ".npz", "rb").read()
   open(base + ".npz", "wb").write(data[:-100])
   with pytest.raises(files.CorruptFileError, match="checksum"):
-    demos.load_or_generate(root, CFG, regenerate=False)
+    demos.load_or_generate(root, CFG, source(), regenerate=False)
   with pytest.warns(UserWarning, match="Regenerating"):
-    fixed = demos.load_or_generate(root, CFG)
+    fixed = demos.load_or_generate(root, CFG, source())
   assert fixed.sha256 == d.sha256
 
 
 def test_other_render_config_gets_its_own_demos(made):
   root, d = made
   other = dataclasses.replace(CFG, render=mw.RenderConfig(size=40))
-  assert other.key() != CFG.key()
-  assert demos.path_for(root, other) != demos.path_for(root, CFG)
+  assert other.key(mw.version()) != CFG.key(mw.version())
+  assert demos.path_for(root, other, source(other)) != demos.path_for(root, CFG, source())
 
 
 def test_embedding_cache_is_keyed_by_pvr_version_and_checked(made):

@@ -9,7 +9,6 @@ import vcbench  # noqa: E402, F401 - before jax (XLA flags).
 from vcbench.benchmarks import colosseum as col  # noqa: E402
 from vcbench.envs.mujoco import metaworld as mw  # noqa: E402
 from vcbench.envs.mujoco import scene  # noqa: E402
-from vcbench.robustness import perturbed  # noqa: E402
 
 RENDER = mw.RenderConfig(size=64)
 
@@ -46,11 +45,11 @@ def test_clean_scene_renders_and_steps_like_plain_metaworld():
   """Without perturbation the Colosseum scene's camera gives the very pixels of `top_cap2`,
   and the same expert actions give the same observations; after an "all perturbations"
   episode (recompiled, new renderer) a clean episode is pixel-identical again."""
-  a = perturbed.PerturbedSim("hammer", RENDER)
+  a = col.make_sim("hammer", RENDER, 500)()
   b = mw.MetaWorldSim("hammer", RENDER)
   policy = mw.expert_policy("hammer")
   try:
-    oa, ob = a.reset(perturbed.encode(col.NONE, 5)), b.reset(5)
+    oa, ob = a.reset(col.encode(col.NONE, 5)), b.reset(5)
     assert oa["rgb"].shape == (64, 64, 3) and oa["rgb"].std() > 5  # A real image.
     for k in ob:
       np.testing.assert_array_equal(oa[k], ob[k], err_msg=k)
@@ -60,9 +59,9 @@ def test_clean_scene_renders_and_steps_like_plain_metaworld():
       oa, ob = a.step(action)[0], b.step(action)[0]
     for k in ob:
       np.testing.assert_array_equal(oa[k], ob[k], err_msg=k)
-    perturbed_rgb = a.reset(perturbed.encode(col.ALL, 5))["rgb"]
+    perturbed_rgb = a.reset(col.encode(col.ALL, 5))["rgb"]
     assert np.abs(perturbed_rgb.astype(int) - ob["rgb"]).max() > 0
-    oa, ob = a.reset(perturbed.encode(col.NONE, 6)), b.reset(6)
+    oa, ob = a.reset(col.encode(col.NONE, 6)), b.reset(6)
     for k in ob:
       np.testing.assert_array_equal(oa[k], ob[k], err_msg=k)
   finally:

@@ -8,8 +8,8 @@ import pytest
 
 from vcbench.benchmarks import colosseum as cb
 from vcbench.reports import colosseum as report
-from vcbench.reports import store as store_lib
-from vcbench.reports.store import Cell, ResultStore
+from vcbench import store as store_lib
+from vcbench.store import Cell, ResultStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NO_RO = "the task has no receiver object"

@@ -4,8 +4,8 @@ import struct
 
 import pytest
 
-from vcbench.benchmarks import cortexbench
-from vcbench.data import files
+from vcbench.benchmarks import cortexbench_scores
+from vcbench import files
 from vcbench.reports import plots
 
 
@@ -27,7 +27,7 @@ def test_rank_distribution_png(tmp_path):
 
 
 def test_task_bars_png(tmp_path):
-  S = cortexbench.SuiteScore
+  S = cortexbench_scores.SuiteScore
   scores = {"a": {"mw/x": S(50.0, 2.0, 2, 1, 1, True), "mw/y": S(60.0, float("nan"), 1, 1, 1,
                                                                   True)},
             "b": {"mw/x": S(70.0, 1.0, 2, 1, 1, True)}}

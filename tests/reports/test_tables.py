@@ -1,7 +1,7 @@
 """CortexBench tables: the right numbers, incomplete flags and footnotes, escaping."""
 import html
 
-from vcbench.benchmarks import cortexbench
+from vcbench.benchmarks import cortexbench_scores
 from vcbench.reports import tables
 
 import cortexbench_rows as cbrows
@@ -16,7 +16,7 @@ def _rows(extra_pvr="D"):
 
 
 def test_markdown_has_numbers_flags_and_footnotes():
-  text = tables.cortexbench_markdown(cortexbench.leaderboard(_rows()))
+  text = tables.cortexbench_markdown(cortexbench_scores.leaderboard(_rows()))
   lines = text.splitlines()
   assert lines[0] == ("| Model | Meta-World | DMControl | Ranked in | Mean Rank | Mean Success |")
   body = [l for l in lines if l.startswith("| ") and "Model" not in l]
@@ -29,23 +29,23 @@ def test_markdown_has_numbers_flags_and_footnotes():
 
 def test_markdown_without_incomplete_cells_has_no_footnote():
   rows = [r for r in _rows() if r["pvr"] != "D"]
-  text = tables.cortexbench_markdown(cortexbench.leaderboard(rows))
+  text = tables.cortexbench_markdown(cortexbench_scores.leaderboard(rows))
   assert "*" not in text and tables.INCOMPLETE_NOTE not in text
 
 
 def test_markdown_escapes_pipes_in_names():
-  text = tables.cortexbench_markdown(cortexbench.leaderboard(_rows("x|y")))
+  text = tables.cortexbench_markdown(cortexbench_scores.leaderboard(_rows("x|y")))
   assert "| x\\|y |" in text
 
 
 def test_empty_board():
-  assert "No CortexBench results" in tables.cortexbench_markdown(cortexbench.leaderboard([]))
-  assert "No CortexBench results" in tables.cortexbench_html(cortexbench.leaderboard([]))
+  assert "No CortexBench results" in tables.cortexbench_markdown(cortexbench_scores.leaderboard([]))
+  assert "No CortexBench results" in tables.cortexbench_html(cortexbench_scores.leaderboard([]))
 
 
 def test_html_is_a_document_with_escaped_names():
   name = "<b>vit&mae</b>"
-  doc = tables.cortexbench_html(cortexbench.leaderboard(_rows(name)), title="Run <1>")
+  doc = tables.cortexbench_html(cortexbench_scores.leaderboard(_rows(name)), title="Run <1>")
   assert doc.startswith("<!DOCTYPE html>") and doc.rstrip().endswith("</html>")
   assert "<title>Run &lt;1&gt;</title>" in doc
   assert name not in doc and html.escape(name) in doc

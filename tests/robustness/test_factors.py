@@ -35,7 +35,7 @@ def hammer():
   sim = mw.MetaWorldSim("hammer", None)
   model = scene_lib.compile_scene(sim.env.fullpath)
   sim.close()
-  spec = col.task_spec("hammer")
+  spec = scene_lib.task_spec("hammer")
   return model, scene_lib.index(model, spec.mo, spec.ro)
 
 

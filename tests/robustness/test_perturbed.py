@@ -1,4 +1,5 @@
-"""PerturbedSim: episode codes, seeded and restorable perturbations, refusals, object sizes."""
+"""PerturbedSim (built as the benchmark builds it): episode codes, seeded and restorable
+perturbations, refusals, object sizes."""
 import numpy as np
 import pytest
 
@@ -22,7 +23,7 @@ def _egl(monkeypatch):
 
 @pytest.fixture(scope="module")
 def hammer():
-  sim = perturbed.PerturbedSim("hammer", None, 200)
+  sim = col.make_sim("hammer", None, 200)()
   yield sim
   sim.close()
 
@@ -41,29 +42,31 @@ def test_encode_decode_round_trip_and_ranges():
   codes = set()
   for test_set in col.TEST_SETS:
     for seed in (0, 1, 24, 999_999):
-      code = perturbed.encode(test_set, seed)
-      assert perturbed.decode(code) == (test_set, seed)
+      code = col.encode(test_set, seed)
+      assert perturbed.decode(col.TEST_SETS, code) == (test_set, seed)
       codes.add(code)
   assert len(codes) == 4 * len(col.TEST_SETS)
-  assert perturbed.encode(col.NONE, 7) == 7  # Clean episodes keep their seeds.
-  assert perturbed.decode(np.int32(perturbed.encode("Mass", 3))) == ("Mass", 3)
+  assert col.encode(col.NONE, 7) == 7  # Clean episodes keep their seeds.
+  assert perturbed.decode(col.TEST_SETS, np.int32(col.encode("Mass", 3))) == ("Mass", 3)
   for seed in (-1, perturbed.STRIDE):
     with pytest.raises(ValueError, match="outside"):
-      perturbed.encode("Mass", seed)
+      col.encode("Mass", seed)
   for code in (-1, len(col.TEST_SETS) * perturbed.STRIDE):
-    with pytest.raises(ValueError, match="not a Colosseum episode code"):
-      perturbed.decode(code)
+    with pytest.raises(ValueError, match="not an episode code"):
+      perturbed.decode(col.TEST_SETS, code)
   with pytest.raises(ValueError, match="unknown Colosseum test set 'Gravity'"):
-    perturbed.encode("Gravity", 0)
+    col.encode("Gravity", 0)
+  with pytest.raises(ValueError, match="'Mass' is not one of this simulator's"):
+    perturbed.encode(("no_perturbation",), "Mass", 0)
 
 
 def test_light_colour_is_seeded_per_episode(hammer):
   """The same episode gives the same light colour, another episode another one."""
-  hammer.reset(perturbed.encode("Light_Color", 3))
+  hammer.reset(col.encode("Light_Color", 3))
   first = np.array(hammer.env.model.light_diffuse)
-  hammer.reset(perturbed.encode("Light_Color", 3))
+  hammer.reset(col.encode("Light_Color", 3))
   np.testing.assert_array_equal(hammer.env.model.light_diffuse, first)
-  hammer.reset(perturbed.encode("Light_Color", 4))
+  hammer.reset(col.encode("Light_Color", 4))
   assert np.abs(hammer.env.model.light_diffuse - first).max() > 1e-3
   assert np.all(first <= 0.5) and np.all(first == first[:1])  # One colour for every light.
 
@@ -71,16 +74,16 @@ def test_light_colour_is_seeded_per_episode(hammer):
 def test_clean_episode_restores_every_perturbed_field():
   """After an "all perturbations" episode (no size factor: the live model is perturbed in
   place, never recompiled), a clean episode brings back every field to the fresh scene's."""
-  sim = perturbed.PerturbedSim("hammer", None, 200, excluded=("MO_Size", "RO_Size"))
+  sim = col.make_sim("hammer", None, 200, excluded=("MO_Size", "RO_Size"))()
   try:
     model = sim.env.model
     fresh = _snapshot(sim)
-    sim.reset(perturbed.encode(col.ALL, 3))
+    sim.reset(col.encode(col.ALL, 3))
     assert sim.env.model is model
     hit = _snapshot(sim)
     for k in fresh:
       assert not np.array_equal(hit[k], fresh[k]), f"{k} not perturbed"
-    sim.reset(perturbed.encode(col.NONE, 3))
+    sim.reset(col.encode(col.NONE, 3))
     assert sim.env.model is model
     again = _snapshot(sim)
     for k in fresh:
@@ -93,7 +96,7 @@ def test_all_perturbations_draw_each_factor_as_alone(hammer):
   """In one episode, "all" draws the light, the camera and the distractors exactly as each
   factor's own test set does."""
   def after(test_set):
-    hammer.reset(perturbed.encode(test_set, 11))
+    hammer.reset(col.encode(test_set, 11))
     return _snapshot(hammer)
 
   every = after(col.ALL)
@@ -109,23 +112,23 @@ def test_all_perturbations_draw_each_factor_as_alone(hammer):
 def test_refusals_and_excluded_factors():
   """A factor without its object is refused with the reason; an excluded one is refused
   alone and left out of "all"."""
-  drawer = perturbed.PerturbedSim("drawer-open", None, 50)
+  drawer = col.make_sim("drawer-open", None, 50)()
   try:
     for test_set in ("RO_Color", "RO_Texture", "RO_Size"):
       with pytest.raises(ValueError, match=f"{test_set} does not apply.*receiver"):
-        drawer.reset(perturbed.encode(test_set, 0))
-    assert not {"RO_Color", "RO_Texture", "RO_Size"} & set(drawer.factors(col.ALL))
+        drawer.reset(col.encode(test_set, 0))
+    assert not {"RO_Color", "RO_Texture", "RO_Size"} & set(drawer.test_sets[col.ALL])
   finally:
     drawer.close()
-  sim = perturbed.PerturbedSim("hammer", None, 50, excluded=("Camera_Pose",))
+  sim = col.make_sim("hammer", None, 50, excluded=("Camera_Pose",))()
   try:
     cam = sim.target.camera
     pos, quat = np.array(sim.env.model.cam_pos[cam]), np.array(sim.env.model.cam_quat[cam])
     with pytest.raises(ValueError, match="Camera_Pose does not apply to hammer.*expert"):
-      sim.reset(perturbed.encode("Camera_Pose", 0))
-    assert "Camera_Pose" not in sim.factors(col.ALL)
-    assert len(sim.factors(col.ALL)) == len(col.FACTORS) - 1
-    sim.reset(perturbed.encode(col.ALL, 0))
+      sim.reset(col.encode("Camera_Pose", 0))
+    assert "Camera_Pose" not in sim.test_sets[col.ALL]
+    assert len(sim.test_sets[col.ALL]) == len(col.FACTORS) - 1
+    sim.reset(col.encode(col.ALL, 0))
     np.testing.assert_array_equal(sim.env.model.cam_pos[sim.target.camera], pos)
     np.testing.assert_array_equal(sim.env.model.cam_quat[sim.target.camera], quat)
   finally:
@@ -149,11 +152,11 @@ def test_mo_size_scales_the_hammer_by_the_drawn_factor(hammer):
   mo_geoms = np.flatnonzero(np.isin(base.geom_bodyid, mo))
   draws = []
   for seed in (2, 3):
-    key = perturbed.episode_key(hammer.base_seed, seed, "MO_Size")
+    key = factors.episode_key(hammer.base_seed, seed, "MO_Size")
     s = factors.scales({"MO_Size": key}, hammer.params, ("hammerbody",), ("box",))
     assert set(s) == {"hammerbody"} and 0.9 <= s["hammerbody"] <= 1.1
-    assert hammer.perturb(perturbed.encode("MO_Size", seed)) == s
-    hammer.reset(perturbed.encode("MO_Size", seed))
+    assert hammer.perturb(col.encode("MO_Size", seed)) == s
+    hammer.reset(col.encode("MO_Size", seed))
     model = hammer.env.model
     np.testing.assert_allclose(model.geom_rbound[mo_geoms],
                                s["hammerbody"] * base.geom_rbound[mo_geoms], rtol=1e-5)
@@ -161,8 +164,8 @@ def test_mo_size_scales_the_hammer_by_the_drawn_factor(hammer):
     np.testing.assert_array_equal(model.geom_rbound[rest], base.geom_rbound[rest])
     draws.append(s["hammerbody"])
   assert abs(draws[0] - draws[1]) > 1e-4 and all(abs(d - 1) > 1e-4 for d in draws)
-  hammer.reset(perturbed.encode(col.NONE, 2))
+  hammer.reset(col.encode(col.NONE, 2))
   np.testing.assert_array_equal(hammer.env.model.geom_rbound, base.geom_rbound)
-  result = perturbed.expert_success("hammer", "MO_Size", 2, 200)
+  result = col.expert_success("hammer", "MO_Size", 2, 200)
   assert result["success_rate"] == 1.0 and result["episodes"] == 2
   assert 1 <= result["mean_length"] < 200

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 from skimage import data
 
-from launch import bench_corruptions
-from launch import corruption_gallery
-from vcbench.reports import gallery
+from launch.bench import corruptions as bench_corruptions
+from vcbench.viz import galleries
+from vcbench.viz import gallery
 from vcbench.robustness import imageops
 from vcbench.robustness import visual
 
@@ -150,8 +150,21 @@ def test_registry_lists_every_corruption():
     assert visual.get(name) is c
   assert {n for n, c in visual.CORRUPTIONS.items() if c.deterministic} == {
       "defocus_blur", "low_lighting", "lower_fov"}
-  with pytest.raises(ValueError, match="valid names.*camera_crack"):
+  with pytest.raises(ValueError, match="unknown visual corruption 'fog'.*Known: .*camera_crack"):
     visual.get("fog")
+  assert [n for n, c in visual.CORRUPTIONS.items() if c.per_scene] == ["camera_crack"]
+
+
+def test_a_corruption_made_outside_the_module_is_checked_like_the_others():
+  c = visual.corruption("negative", lambda key, image, severity, *, scale: 255 - image,
+                        deterministic=True, description="test")
+  img = np.zeros((8, 8, 3), np.uint8)
+  np.testing.assert_array_equal(c.fn(None, img, 3), 255 - img)
+  with pytest.raises(ValueError, match="negative: severity must be"):
+    c.fn(None, img, 6)
+  with visual.CORRUPTIONS.temporarily("negative", c):
+    assert visual.get("negative") is c
+  assert "negative" not in visual.CORRUPTIONS
 
 
 @pytest.mark.parametrize("name", sorted(NAMES))
@@ -222,7 +235,7 @@ def test_canny_and_equalize_hist_match_opencv():
 def test_gallery_sheet_layout():
   clean = np.zeros((32, 32, 3), np.uint8)
   grid = {"a": [clean] * 5, "b": [clean] * 5}
-  sheet = corruption_gallery.draw(clean, grid)
+  sheet = galleries.corruption_sheet(clean, grid)
   panel, gap, header = 96, gallery._GAP, gallery._HEADER_H  # 32² frames enlarged to 96².
   assert sheet.size == (110 + 6 * (panel + gap), header + 2 * (panel + gap))
   tiles = gallery.labelled_grid({"a": [clean, None]}, ["x", "y"], label_width=10)

@@ -6,16 +6,17 @@
 - Policy: mjrl's BatchNormMLP: BatchNorm on the input, then 256-256-256 ReLU, linear output.
 - Loss MSE, Adam lr 1e-3, batch 256; an epoch is one pass over a fresh permutation. The
   whole run of epochs between two evaluations is one jitted `lax.scan` (epochs) over a
-  `lax.scan` (minibatches) with the train state donated.
+  `lax.scan` (minibatches) with the train state donated: the trainer's `train_chunk`, one
+  update = one epoch, run by `runner.run` (`benchmarks.bc_protocol.fit` selects the epoch).
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 from flax import struct
@@ -64,12 +65,34 @@ class BCPolicy(nn.Module):
     return nn.Dense(self.action_dim)(x)
 
 
+def default_config() -> ml_collections.ConfigDict:
+  """CortexBench's BC hyper-parameters (eai-vc's `mujoco_vc` BC config)."""
+  c = ml_collections.ConfigDict()
+  c.hidden = (256, 256, 256)
+  c.lr = 1e-3
+  c.batch_size = 256
+  c.epochs = 100
+  c.seed = 0
+  return c
+
+
+@struct.dataclass
+class Variables:
+  """What the policy acts with (`make_act`)."""
+  params: Any
+  batch_stats: Any
+
+
 @struct.dataclass
 class TrainState:
   params: Any
   batch_stats: Any
   opt_state: Any
   step: jax.Array
+  key: jax.Array     # The run's key; every chunk of epochs splits its draws off it.
+
+  def variables(self) -> Variables:
+    return Variables(params=self.params, batch_stats=self.batch_stats)
 
 
 def init_variables(model: BCPolicy, key, feat_dim: int) -> dict:
@@ -85,7 +108,8 @@ def mse_loss(model: BCPolicy, params, batch_stats, x, y):
 
 
 def make_act(model: BCPolicy):
-  """act(state, x) -> actions in [-1, 1]; `state` needs only `params` and `batch_stats`."""
+  """act(variables, x) -> actions in [-1, 1] (`variables`: anything with `params` and
+  `batch_stats`, e.g. `Variables` or a `TrainState`)."""
   def act(state, x):
     out = model.apply({"params": state.params, "batch_stats": state.batch_stats}, x,
                       train=False)
@@ -109,39 +133,62 @@ def run_epochs(sgd_step, state, key, num_epochs: int, num_samples: int, batch_si
   return jax.lax.scan(epoch, state, jax.random.split(key, num_epochs))
 
 
-def make_train(*, feat_dim: int, action_dim: int, num_samples: int, hidden=(256, 256, 256),
-               lr: float = 1e-3, batch_size: int = 256):
-  """-> (init(key) -> TrainState, train(state, key, x, y, num_epochs) -> (state, losses[E]),
-  act(state, x) -> actions). `train` is jitted with `num_epochs` static and the state donated.
-  """
-  model = BCPolicy(action_dim=action_dim, hidden=tuple(hidden))
-  tx = optax.adam(lr)
+class Trainer:
+  """BC on fixed features `x` [N, F] and actions `y` [N, A] (device arrays, arguments of the
+  jitted chunk, not constants in it); the `runner` contract, one update = one epoch."""
 
-  def init(key) -> TrainState:
-    variables = init_variables(model, key, feat_dim)
+  def __init__(self, config, x, y):
+    self.config, self.num_updates = config, int(config.epochs)
+    self.x, self.y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+    if self.x.ndim != 2 or self.y.ndim != 2 or len(self.x) != len(self.y):
+      raise ValueError(f"BC: features [N, F] and actions [N, A] of one length expected, got "
+                       f"{self.x.shape} and {self.y.shape}")
+    self.model = BCPolicy(action_dim=self.y.shape[1], hidden=tuple(config.hidden))
+    self.tx = optax.adam(config.lr)
+    self.act = make_act(self.model)
+    self._train = jax.jit(self._epochs, static_argnums=3, donate_argnums=0)
+
+  def init(self, key) -> TrainState:
+    key, init_key = jax.random.split(key)
+    variables = init_variables(self.model, init_key, self.x.shape[1])
     return TrainState(params=variables["params"], batch_stats=variables["batch_stats"],
-                      opt_state=tx.init(variables["params"]), step=jnp.zeros((), jnp.int32))
+                      opt_state=self.tx.init(variables["params"]),
+                      step=jnp.zeros((), jnp.int32), key=key)
 
-  def sgd_step(state: TrainState, x, y):
+  def train_chunk(self, state: TrainState, num_epochs: int) -> tuple[TrainState, dict]:
+    return self._train(state, self.x, self.y, int(num_epochs))
+
+  def abstract_state(self) -> TrainState:
+    return jax.eval_shape(self.init, jax.random.key(0))
+
+  def abstract_metrics(self, n: int) -> dict:
+    return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
+
+  def _sgd_step(self, state: TrainState, x, y):
     (loss, stats), grads = jax.value_and_grad(mse_loss, argnums=1, has_aux=True)(
-        model, state.params, state.batch_stats, x, y)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    return TrainState(params=optax.apply_updates(state.params, updates), batch_stats=stats,
-                      opt_state=opt_state, step=state.step + 1), loss
+        self.model, state.params, state.batch_stats, x, y)
+    updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
+    return state.replace(params=optax.apply_updates(state.params, updates), batch_stats=stats,
+                         opt_state=opt_state, step=state.step + 1), loss
 
-  @functools.partial(jax.jit, static_argnums=4, donate_argnums=0)
-  def train(state, key, x, y, num_epochs: int):
-    step = lambda s, idx: sgd_step(s, x[idx], y[idx])
-    return run_epochs(step, state, key, num_epochs, num_samples, batch_size)
+  def _epochs(self, state: TrainState, x, y, num_epochs: int):
+    key, k = jax.random.split(state.key)
+    step = lambda s, idx: self._sgd_step(s, x[idx], y[idx])
+    state, losses = run_epochs(step, state.replace(key=key), k, num_epochs, len(x),
+                               self.config.batch_size)
+    return state, {"loss": losses}
 
-  return init, train, make_act(model)
+
+def make_train(config, x, y) -> Trainer:
+  """A BC trainer (`default_config`) on features `x` and actions `y`."""
+  return Trainer(config, x, y)
 
 
 def make_policy_step(embed: Callable[[Any, dict], jax.Array], act, history: int,
                      use_proprio: bool):
   """A `rollout.PolicyStep` that embeds each observation on device, keeps the last `history`
   embeddings, fuses them as in training and acts. Carry: {'hist': [N, H, D], 'fresh': bool}
-  plus the frozen params it closes over: {'embed': ..., 'policy': TrainState}."""
+  plus the frozen params it closes over: {'embed': ..., 'policy': Variables}."""
 
   def step(carry, obs):
     emb = embed(carry["embed"], obs)

@@ -3,8 +3,11 @@
     from vcbench.algos import mae
     config = mae.default_config()            # facebookresearch/mae's pre-training defaults
     ds = frames.dataset([frames.ShardSource(paths)], [1.0], config.batch_size, config.seed)
-    result = mae.train(config, ds, workdir)  # resumes from workdir/ckpt if a run was killed
+    result = mae.train(config, ds, workdir)  # resumes if a run in workdir was killed
     zoo.load(config.encoder, checkpoint=result.encoder_path)   # the trained encoder
+
+`make_train(config, ds)` is the `runner` contract (one update = one SGD step, the frames fed
+from the host per chunk); `train` runs it with checkpoints, logging and the encoder export.
 
 The optimiser is MAE's: AdamW (0.9, 0.95), weight decay 0.05 on weights but not on biases and
 norms, lr = base_lr (1.5e-4) x batch / 256, linear warm-up then half-cosine decay to min_lr;
@@ -13,8 +16,8 @@ crop 0.2-1, horizontal flip) and masking run on device inside the step, keyed by
 fold_in(seed key, step), so a step's randomness does not depend on where a run was resumed.
 `chunk` steps are one jitted `lax.scan`; the batch axis is split over a 1-D device mesh and the
 parameters are replicated, so the gradient mean is an all-reduce (GSPMD). Checkpoints (orbax,
-atomic) hold the whole train state plus the loss curve, so a killed run resumes to the same
-curve (tested bit for bit).
+atomic, under <workdir>/checkpoints) hold the whole train state plus the loss curve, so a killed run
+resumes to the same curve (tested bit for bit).
 
 `init='zoo'` continues MAE from a zoo entry's weights (the paper's MAE adaptation: VC-1 ships
 no decoder, so the decoder starts fresh); `init='mae'` trains from scratch.
@@ -35,13 +38,12 @@ from flax import struct
 
 from vcbench import config as config_lib
 from vcbench import parallel
-from vcbench.checkpoint import Checkpointer
+from vcbench.algos import runner
 from vcbench.data import frames
 from vcbench.models import convert
 from vcbench.models import mae as mae_model
 from vcbench.models import zoo
 from vcbench.models.vit import ViT
-from vcbench.reports.provenance import config_hash
 
 INITS = ("mae", "zoo")
 # Keys that change how a run executes, not what it computes: a resumed run may change them.
@@ -150,21 +152,31 @@ class TrainState:
 
 
 class Trainer:
-  """The jitted, sharded pieces of one MAE run: `init(key)` and `train_chunk(state, batches)`
-  with batches uint8 [K, B, S, S, 3] (K steps of B frames) -> (state, losses [K])."""
+  """The jitted, sharded pieces of one MAE run; the `runner` contract. `train_chunk(state, n,
+  batches)` takes uint8 batches [n, B, S, S, 3] (n steps of B frames) -> (state, {'loss': [n]});
+  `inputs` feeds them from `ds` (ds[step] = a batch), prefetched in threads."""
 
-  def __init__(self, config, mesh=None, encoder: Optional[ViT] = None):
+  not_hashed = _NOT_HASHED
+
+  def __init__(self, config, ds=None, mesh=None, encoder: Optional[ViT] = None,
+               prefetch_threads: int = 2):
     validate(config)
-    self.config = config
+    # The run's identity: its config, and a custom encoder module if one was given.
+    self.config = config if encoder is None else ml_collections.ConfigDict(
+        {**config.to_dict(), "custom_encoder": repr(encoder)})
+    self.num_updates = int(config.total_steps)
     self.model = build_model(config, encoder)
     self.preprocess = zoo.entry(config.encoder).preprocess
     self.tx = make_optimizer(config)
     self.mesh = mesh if mesh is not None else parallel.data_mesh()
+    self.ds, self.prefetch_threads = ds, prefetch_threads
     parallel.check_divisible(config.batch_size, self.mesh, "config.batch_size")
     rep = parallel.replicated(self.mesh)
-    self.train_chunk = jax.jit(self._chunk, donate_argnums=0,
-                               in_shardings=(rep, parallel.batch_sharding(self.mesh, 1)),
-                               out_shardings=(rep, rep))
+    # (state, batches sharded over the mesh) -> (state, {'loss'}): `train_chunk` without the
+    # host-side sharding (the speed benchmark compiles it ahead of time).
+    self.chunk_fn = jax.jit(self._chunk, donate_argnums=0,
+                            in_shardings=(rep, parallel.batch_sharding(self.mesh, 1)),
+                            out_shardings=(rep, rep))
 
   @property
   def patch(self) -> int:
@@ -172,14 +184,41 @@ class Trainer:
 
   def init(self, key) -> TrainState:
     c = self.config
-    k_init, k_run = jax.random.split(key)
-    variables = mae_model.init(self.model, k_init, c.img_size)
-    params = variables["params"]
+    params, k_run = self._fresh_params(key)
     if c.init == "zoo":
       encoder = zoo.load(c.encoder, c.checkpoint or None, img_size=c.img_size, seed=c.seed)
       params = {**params, "encoder": encoder.params["params"]}
+    return parallel.replicate(self._state(params, k_run), self.mesh)
+
+  def _fresh_params(self, key):
+    k_init, k_run = jax.random.split(key)
+    return mae_model.init(self.model, k_init, self.config.img_size)["params"], k_run
+
+  def _state(self, params, k_run) -> TrainState:
     return TrainState(params=params, opt_state=self.tx.init(params),
                       step=jnp.zeros((), jnp.int32), key=jax.random.key_data(k_run))
+
+  def train_chunk(self, state: TrainState, n: int, batches) -> tuple[TrainState, dict]:
+    if len(batches) != n:
+      raise ValueError(f"MAE: {len(batches)} batches for a chunk of {n} steps")
+    return self.chunk_fn(state, parallel.shard_batch(np.asarray(batches), self.mesh, axis=1))
+
+  def inputs(self, start: int, end: int, chunk: int):
+    """(n, (batches [n, B, S, S, 3],)) for the steps from `start` to `end`."""
+    if self.ds is None:
+      raise ValueError("MAE: this trainer has no dataset (make_train(config, ds))")
+    for batches in frames.batches(self.ds, start, end, chunk, num_threads=self.prefetch_threads):
+      yield len(batches), (batches,)
+
+  def abstract_state(self) -> TrainState:
+    """The state's shapes, replicated (a zoo start has the same shapes: no weights read)."""
+    rep = parallel.replicated(self.mesh)
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rep),
+                        jax.eval_shape(lambda k: self._state(*self._fresh_params(k)),
+                                       jax.random.key(0)))
+
+  def abstract_metrics(self, n: int) -> dict:
+    return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
 
   def normalise(self, pixels):
     """float [0, 255] -> the encoder entry's normalisation."""
@@ -208,7 +247,14 @@ class Trainer:
     return state.replace(params=params, opt_state=opt_state, step=state.step + 1), loss
 
   def _chunk(self, state, batches):
-    return jax.lax.scan(self._step, state, batches)
+    state, losses = jax.lax.scan(self._step, state, batches)
+    return state, {"loss": losses}
+
+
+def make_train(config, ds=None, *, mesh=None, encoder: Optional[ViT] = None,
+               prefetch_threads: int = 2) -> Trainer:
+  """An MAE trainer (`default_config`) on the frame dataset `ds`."""
+  return Trainer(config, ds, mesh, encoder, prefetch_threads)
 
 
 def encoder_variables(state: TrainState) -> dict:
@@ -225,9 +271,30 @@ class Result:
   images_per_second: float
 
 
-def run_hash(config, encoder: Optional[ViT] = None) -> str:
-  d = {k: v for k, v in config.to_dict().items() if k not in _NOT_HASHED}
-  return config_hash({**d, "custom_encoder": repr(encoder)} if encoder is not None else d)
+class _Progress:
+  """The `train` log: loss and images/s (from the end of the first chunk this process trains,
+  which compiles) every `log_every` steps and at the end."""
+
+  def __init__(self, config, log: Callable[[str], Any], end: int):
+    self.config, self.log, self.end = config, log, end
+    self.start, self.t0, self.seen = time.time(), None, 0
+
+  def __call__(self, p: runner.Progress) -> None:
+    if not p.trained:
+      return
+    if self.t0 is None:
+      self.t0 = time.time()
+    else:
+      self.seen += p.trained * self.config.batch_size
+    prev, every = p.done - p.trained, self.config.log_every
+    if p.done // every != prev // every or p.done == self.end:
+      self.log(f"mae step {p.done}/{self.config.total_steps}  loss "
+               f"{np.mean(p.metrics['loss'][prev:]):.4f}  {self.rate:.1f} img/s  "
+               f"({time.time() - self.start:.0f} s)")
+
+  @property
+  def rate(self) -> float:
+    return self.seen / max(time.time() - self.t0, 1e-9) if self.seen else 0.0
 
 
 def train(config, ds, workdir: str, *, mesh=None, encoder: Optional[ViT] = None,
@@ -235,50 +302,19 @@ def train(config, ds, workdir: str, *, mesh=None, encoder: Optional[ViT] = None,
           prefetch_threads: int = 2) -> Result:
   """Runs (or resumes) MAE training over `ds` (ds[step] = uint8 batch) to config.total_steps.
 
-  Checkpoints every `checkpoint_every` steps and at the end; `stop_at` ends early after that
-  step's checkpoint (what a kill between checkpoints leaves). Writes the encoder to
-  <workdir>/encoder.npz.
+  Checkpoints every `checkpoint_every` steps (rounded up to whole chunks) and at the end;
+  `stop_at` ends early after that step's checkpoint (what a kill between checkpoints leaves).
+  Writes the encoder to <workdir>/encoder.npz.
   """
-  trainer = Trainer(config, mesh, encoder)
-  chash = run_hash(config, encoder)
-  every = -(-config.checkpoint_every // config.chunk) * config.chunk
+  trainer = make_train(config, ds, mesh=mesh, encoder=encoder,
+                       prefetch_threads=prefetch_threads)
   end = min(config.total_steps, stop_at or config.total_steps)
-  with Checkpointer(os.path.join(workdir, "ckpt"), max_to_keep=2) as ckpt:
-    step, state = ckpt.restore_or_init(lambda: trainer.init(jax.random.key(config.seed)))
-    losses = _resumed_losses(ckpt, step, chash)
-    state = parallel.replicate(state, trainer.mesh)
-    t_start = time.time()
-    t0, seen = None, 0   # Throughput counts from the end of the first (compiling) chunk.
-    for chunk in frames.batches(ds, step, end, config.chunk, num_threads=prefetch_threads):
-      state, chunk_losses = trainer.train_chunk(state, parallel.shard_batch(
-          np.asarray(chunk), trainer.mesh, axis=1))
-      chunk_losses = [float(v) for v in np.asarray(chunk_losses)]
-      losses += chunk_losses
-      prev, step = step, step + len(chunk_losses)
-      if t0 is None:
-        t0 = time.time()
-      else:
-        seen += len(chunk_losses) * config.batch_size
-      if step // config.log_every != prev // config.log_every or step == end:
-        rate = seen / max(time.time() - t0, 1e-9)
-        log(f"mae step {step}/{config.total_steps}  loss {np.mean(chunk_losses):.4f}  "
-            f"{rate:.1f} img/s  ({time.time() - t_start:.0f} s)")
-      if step % every == 0 or step == end:
-        ckpt.save(step, state, metadata={"config_hash": chash, "losses": losses})
-  seconds = time.time() - t_start
-  rate_seconds = time.time() - t0 if t0 is not None else 0.0
+  progress = _Progress(config, log, end)
+  state, metrics = runner.run(trainer, workdir, config.chunk,
+                              stop_at=stop_at, checkpoint_every=config.checkpoint_every,
+                              callbacks=[progress])
   path = os.path.join(workdir, "encoder.npz")
   convert.save_variables(path, encoder_variables(state))
-  return Result(state=state, losses=losses, encoder_path=path, seconds=seconds,
-                images_per_second=seen / rate_seconds if seen else 0.0)
-
-
-def _resumed_losses(ckpt: Checkpointer, step: int, chash: str) -> list:
-  if step == 0:
-    return []
-  meta = ckpt.metadata(step) or {}
-  if meta.get("config_hash") != chash:
-    raise config_lib.ConfigError(
-        f"{ckpt.directory}: the checkpoint at step {step} was written by another MAE config "
-        f"(hash {meta.get('config_hash')} != {chash}); use a fresh workdir or the same config")
-  return list(meta["losses"])
+  return Result(state=state, losses=[float(v) for v in metrics.get("loss", [])],
+                encoder_path=path, seconds=time.time() - progress.start,
+                images_per_second=progress.rate)

@@ -3,7 +3,7 @@ the shortest-path expert's actions, fully jitted like PPO.
 
     config = nav_bc.default_config()
     trainer = nav_bc.make_train(config, env)            # env: vcbench-nav, auto-reset
-    state, metrics = runner.run(trainer, config, workdir)
+    state, metrics = runner.run(trainer, workdir, chunk=100)
 
 Demonstrations are generated on the fly rather than stored: every update rolls the batch of
 envs forward `rollout_len` steps, labels every step with `expert.action`, and takes one
@@ -15,19 +15,19 @@ policy's own sampled action (DAgger-style: 0 is pure behaviour cloning). The pre
 fed to the policy is the executed one, as at test time. A stored demo set of 2k episodes of
 64x64 RGB-D would need ~10 GB here; rolling the expert costs less than the gradient step.
 
-The trainer is PPO's (`ppo.Trainer`: policy, sharding, checkpointing via `runner.run`) with
-this module's config check and update.
+The trainer is `recurrent.Trainer` (policy, optimiser, sharding; `runner.run` checkpoints it),
+shared with PPO; this module adds its config check and its update.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 
-from vcbench import parallel
-from vcbench.algos import ppo
+from vcbench.algos import recurrent
 from vcbench.config import ConfigError, check_keys, require
 from vcbench.envs.nav import env as nav_env
 from vcbench.envs.nav import expert
@@ -49,7 +49,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.expert_noise = 0.1         # probability of executing a random action instead.
   c.learner_mix = 0.0          # probability of executing the policy's own sample (DAgger).
   c.log_every = 10
-  c.policy = ppo.default_config().policy
+  c.policy = recurrent.policy_config()
   return c
 
 
@@ -62,42 +62,36 @@ def check_config(config, num_devices: int = 1) -> None:
   if config.expert_noise + config.learner_mix > 1.0:
     raise ConfigError(f"config.expert_noise + config.learner_mix = "
                       f"{config.expert_noise + config.learner_mix} > 1")
-  ppo.check_policy(config)
+  recurrent.check_policy(config)
   n, m = config.num_envs, config.num_minibatches
   if n % (m * num_devices):
     raise ConfigError(f"config.num_envs = {n} must be a multiple of num_minibatches * devices "
                       f"= {m} * {num_devices}")
-  if ppo.num_updates(config) < 1:
+  if recurrent.num_updates(config) < 1:
     raise ConfigError(f"no update to run: num_updates = {config.num_updates}, total_env_steps "
                       f"= {config.total_env_steps} < num_envs * rollout_len")
 
 
-class PrintLogger(ppo.PrintLogger):
-  def __call__(self, m: dict) -> None:
-    steps = int(m["update"]) * self.steps_per_update
-    print(f"update {int(m['update'])} | env steps {steps:,} | bc loss {float(m['loss']):.4f} "
-          f"acc {float(m['accuracy']):.3f} | executed: success {float(m['success']):.3f} "
-          f"spl {float(m['spl']):.3f} (n={int(m['episodes'])})", flush=True)
-
-
-class Trainer(ppo.Trainer):
-  """PPO's trainer with the imitation update."""
+class BC:
+  """Imitation of the shortest-path expert on `recurrent.Trainer`'s pieces."""
 
   check_config = staticmethod(check_config)
 
-  def __init__(self, config, env, encoder=None, log_fn: Optional[Callable] = None, mesh=None):
-    super().__init__(config, env, encoder=encoder, log_fn=False, mesh=mesh)
-    self.log_fn = PrintLogger(self.steps_per_update) if log_fn is None else log_fn
+  @staticmethod
+  def log_line(m: dict, steps: int, sps: str) -> str:
+    del sps
+    return (f"update {int(m['update'])} | env steps {steps:,} | bc loss {float(m['loss']):.4f} "
+            f"acc {float(m['accuracy']):.3f} | executed: success {float(m['success']):.3f} "
+            f"spl {float(m['spl']):.3f} (n={int(m['episodes'])})")
 
-  def _rollout(self, state, env, frozen, key):
-    c = self.config
-    batch = lambda tree: parallel.constrain_batch(tree, self.mesh)
+  def update(self, t: recurrent.Trainer, state: recurrent.TrainState, env, frozen):
+    c = t.config
+    key, k_rollout, k_epochs = jax.random.split(state.key, 3)
 
-    def step(carry, key):
-      env_state, rnn, prev_action, start = carry
+    def act(env_state, rnn, prev_action, start, key):
       k_policy, k_noise, k_random = jax.random.split(key, 3)
-      rnn, logits, _ = self.policy_step(state.params, frozen, env_state.obs, rnn, prev_action,
-                                        start)
+      rnn, logits, _ = t.policy_step(state.params, frozen, env_state.obs, rnn, prev_action,
+                                     start)
       label = jax.vmap(expert.action, in_axes=(None, 0))(env, env_state)
       u = jax.random.uniform(k_noise, label.shape)
       # Noise never calls END: a random stop would just end the demonstration.
@@ -105,39 +99,26 @@ class Trainer(ppo.Trainer):
       own = jax.random.categorical(k_policy, logits).astype(jnp.int32)
       action = jnp.where(u < c.expert_noise, random,
                          jnp.where(u < c.expert_noise + c.learner_mix, own, label))
-      new = batch(jax.vmap(env.step)(env_state, action))
-      record = dict(obs=self._obs(env_state.obs), prev_action=prev_action, start=start,
-                    label=label, done=new.done)
-      return (new, batch(rnn), action, new.done), (record, new.metrics)
+      record = lambda new: dict(obs=t.obs(env_state.obs), prev_action=prev_action, start=start,
+                                label=label, done=new.done)
+      return rnn, action, record
 
-    carry = (state.env_state, state.carry, state.prev_action, state.start)
-    carry, (traj, ep_metrics) = jax.lax.scan(step, carry, jax.random.split(key, c.rollout_len))
-    return carry, parallel.constrain_batch(traj, self.mesh, axis=1), ep_metrics
-
-  def _update(self, state, env, frozen):
-    c = self.config
-    key, k_rollout, k_epochs = jax.random.split(state.key, 3)
-    (env_state, carry, prev_action, start), traj, ep_metrics = self._rollout(
-        state, env, frozen, k_rollout)
-    data = (traj, state.carry)
-
-    def epoch(opt, key):
-      return jax.lax.scan(lambda o, mb: self._sgd_step(o, mb, frozen), opt,
-                          self._minibatches(key, data))
-
-    (params, opt_state), stats = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jax.random.split(k_epochs, c.update_epochs))
-    metrics = {**ppo.finished_episode_means(traj["done"], ep_metrics),
-               **jax.tree.map(jnp.mean, stats),
-               "lr": self._lr(state.update * c.update_epochs * c.num_minibatches)}
-    new = ppo.TrainState(params=params, opt_state=opt_state, env_state=env_state, carry=carry,
-                         prev_action=prev_action, start=start, key=key, update=state.update + 1)
+    (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
+        state, env, k_rollout, act)
+    (params, opt_state), stats = t.sgd_epochs(state, (traj, state.carry), frozen, k_epochs,
+                                              functools.partial(self.loss, t))
+    metrics = {**recurrent.finished_episode_means(traj["done"], ep_metrics),
+               **jax.tree.map(jnp.mean, stats), "lr": t.current_lr(state)}
+    new = recurrent.TrainState(params=params, opt_state=opt_state, env_state=env_state,
+                               carry=carry, prev_action=prev_action, start=start, key=key,
+                               update=state.update + 1)
     return new, metrics
 
-  def _loss(self, params, minibatch, frozen):
+  @staticmethod
+  def loss(t: recurrent.Trainer, params, minibatch, frozen):
     traj, carry0 = minibatch
-    _, logits, _ = self.policy.apply({"params": params}, traj["obs"], carry0,
-                                     traj["prev_action"], traj["start"], frozen)
+    _, logits, _ = t.policy.apply({"params": params}, traj["obs"], carry0,
+                                  traj["prev_action"], traj["start"], frozen)
     log_probs = jax.nn.log_softmax(logits)
     loss = -jnp.mean(jnp.take_along_axis(log_probs, traj["label"][..., None], -1))
     accuracy = jnp.mean((jnp.argmax(logits, -1) == traj["label"]).astype(jnp.float32))
@@ -145,6 +126,6 @@ class Trainer(ppo.Trainer):
 
 
 def make_train(config, env, *, encoder=None, log_fn: Optional[Callable] = None,
-               mesh=None) -> Trainer:
-  """A BC `Trainer` (see `default_config`) on a vcbench-nav env with auto-reset."""
-  return Trainer(config, env, encoder=encoder, log_fn=log_fn, mesh=mesh)
+               mesh=None) -> recurrent.Trainer:
+  """A BC trainer (see `default_config`) on a vcbench-nav env with auto-reset."""
+  return recurrent.Trainer(config, env, BC(), encoder=encoder, log_fn=log_fn, mesh=mesh)

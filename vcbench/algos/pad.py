@@ -1,35 +1,40 @@
 """Self-supervised policy adaptation (PAD, Hansen et al. 2021) for vcbench-nav policies, as
 RobustNav's Table 3 uses it: action prediction (AP) and rotation prediction (RP).
 
-    pad = PAD(config, trainer)                       # trainer: the PPO trainer of the policy
-    heads = pad.fit_heads(key, params, clean_env)    # the SS head on the clean source env
-    params, heads, log = pad.adapt(key, params, heads, corrupted_env)   # calibration budget
+    fit = pad.make_train(config, policy, params, clean_env, seed=0)  # policy: a recurrent.Trainer
+    state, log = runner.run(fit, workdir, chunk)                 # the SS head, encoder frozen
+    adapt = pad.make_train(config, policy, params, corrupted_env, head=fit.head(state), seed=1)
+    state, log = runner.run(adapt, workdir2, chunk)              # the calibration budget
+    params = adapt.adapted_params(state)
 
 Both tasks read the policy's own visual encoder (the SimpleCNN `visual_cnn` over rgb/depth):
   ap  given the features of two consecutive frames, predict the action taken between them
       (an inverse-dynamics head; steps that end an episode are left out),
   rp  rotate a frame by k x 90 degrees, predict k from its features.
-`adapt` acts with the policy in the target (corrupted) env for `budget` env steps and, after
-each rollout, takes SGD steps on the SS loss of what it saw, updating the encoder and the SS
-head; the RNN and the actor/critic stay fixed, so the policy changes only through what the
-encoder now sees. No task reward is used.
+Adaptation acts with the policy in the target (corrupted) env for `budget` env steps and, after
+each rollout (one update = one round), takes SGD steps on the SS loss of what it saw, updating
+the encoder and the SS head; the RNN and the actor/critic stay fixed, so the policy changes only
+through what the encoder now sees. No task reward is used. Fitting the head is the same loop
+with the encoder frozen, `fit_steps` env steps on the clean env. Rounds run as one jitted
+`lax.scan` per chunk, the state (trainables, optimiser, acting envs, key) donated.
 
 Deviation from RobustNav, for compute: RobustNav trains the SS head jointly with the navigation
 loss from the start (its "Nav loss + AP/RP" agents); here the head is fitted afterwards to the
-clean agent's frozen encoder (`fit_heads`, on the clean training env), so the agent before
+clean agent's frozen encoder (on the clean training env), so the agent before
 adaptation is the clean agent itself. Only SimpleCNN policies are supported (a frozen PVR has
 no encoder to adapt).
 """
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
+from flax import struct
 
 from vcbench import parallel
 from vcbench.config import ConfigError, check_keys, require, require_choice
@@ -76,18 +81,92 @@ def rotate(image: jax.Array, k: jax.Array) -> jax.Array:
   return jax.lax.switch(k, [functools.partial(jnp.rot90, image, i) for i in range(4)])
 
 
-class PAD:
-  """AP/RP adaptation of a PPO-trained SimpleCNN nav policy (see the module docstring)."""
+@struct.dataclass
+class State:
+  trainable: dict        # {'head'} (fitting) or {'head', 'encoder'} (adapting)
+  opt_state: Any
+  acting: tuple          # (env state, recurrent state, previous action, start), per env
+  key: jax.Array         # the phase's key; round r draws from fold_in(key, 1 + r)
+  round: jax.Array       # int32 [], rounds done
 
-  def __init__(self, config, trainer):
+
+class Trainer:
+  """One PAD phase on a SimpleCNN navigation policy (see the module docstring); the `runner`
+  contract. `policy` is the policy's `recurrent.Trainer` (its network, mesh and acting path),
+  `params` its trained params."""
+
+  not_hashed = ("log_every",)
+
+  def __init__(self, config, policy, params, env, head=None, seed: int = 0):
     check_config(config)
-    if trainer.frozen is not None:
+    if policy.frozen is not None:
       raise ConfigError("PAD adapts the policy's own SimpleCNN; this policy uses a frozen PVR")
-    self.config, self.trainer = config, trainer
-    self.encoder = nav_policy.SimpleCNN(trainer.policy.hidden)
-    classes = trainer.policy.num_actions if config.task == "ap" else 4
-    self.head = SSHead(config.head_hidden, classes)
-    self.steps_per_rollout = config.num_envs * config.rollout_len
+    self.policy, self.params, self.env = policy, params, env
+    self.fitting = head is None
+    self._head = head
+    self.encoder = nav_policy.SimpleCNN(policy.policy.hidden)
+    classes = policy.policy.num_actions if config.task == "ap" else 4
+    self.net = SSHead(config.head_hidden, classes)
+    steps = config.fit_steps if self.fitting else config.budget
+    self.num_updates = max(1, steps // (config.num_envs * config.rollout_len))
+    # The run's identity for the runner's checkpoints: the PAD config and the phase.
+    self.config = ml_collections.ConfigDict({**config.to_dict(), "phase": (
+        "fit" if self.fitting else "adapt"), "seed": seed})
+    self.tx = optax.adam(config.head_lr if self.fitting else config.lr)
+    rep, batch = parallel.replicated(policy.mesh), parallel.batch_sharding(policy.mesh)
+    self._sharding = State(trainable=rep, opt_state=rep, acting=batch, key=rep, round=rep)
+    self._chunks = {}
+    self._args = jax.device_put((params, env), rep)
+
+  # -- the runner's contract ------------------------------------------------------------------
+
+  def init(self, key) -> State:
+    if self.fitting:
+      k_init, key = jax.random.split(key)
+      head = self.net.init(k_init, jnp.zeros((1, self.head_in)))["params"]
+    else:
+      head = self._head
+    trainable = {"head": head, **({} if self.fitting else
+                                  {"encoder": self.params["visual_cnn"]})}
+    n = self.config.num_envs
+    acting = (_reset(self.env, jax.random.fold_in(key, 0), n),
+              self.policy.policy.initial_carry(n), jnp.zeros((n,), jnp.int32),
+              jnp.ones((n,), bool))
+    state = State(trainable=trainable, opt_state=self.tx.init(trainable), acting=acting,
+                  key=key, round=jnp.zeros((), jnp.int32))
+    # A copy: chunks donate the state, which must not delete the caller's params or head.
+    return jax.device_put(state, self._sharding, may_alias=False)
+
+  def train_chunk(self, state: State, n: int) -> tuple[State, dict]:
+    if n not in self._chunks:
+      rep = parallel.replicated(self.policy.mesh)
+      self._chunks[n] = jax.jit(functools.partial(self._chunk, n=n), donate_argnums=0,
+                                in_shardings=(self._sharding, rep),
+                                out_shardings=(self._sharding, rep))
+    return self._chunks[n](state, self._args)
+
+  def abstract_state(self) -> State:
+    return jax.eval_shape(self.init, jax.random.key(0))
+
+  def abstract_metrics(self, n: int) -> dict:
+    return {k: jax.ShapeDtypeStruct((n,), jnp.float32) for k in ("loss", "accuracy",
+                                                                 "loss_after")}
+
+  # -- results --------------------------------------------------------------------------------
+
+  def head(self, state: State):
+    return state.trainable["head"]
+
+  def adapted_params(self, state: State):
+    """The policy's params with the adapted encoder."""
+    return {**self.params, "visual_cnn": state.trainable.get("encoder",
+                                                             self.params["visual_cnn"])}
+
+  @property
+  def head_in(self) -> int:
+    """Width of the SS head's input."""
+    width = self.policy.policy.hidden
+    return 2 * width if self.config.task == "ap" else width
 
   # -- losses -------------------------------------------------------------------------------
 
@@ -102,14 +181,15 @@ class PAD:
       flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), obs)
       k = jax.random.randint(key, (flat[next(iter(flat))].shape[0],), 0, 4)
       flat = jax.tree.map(lambda x: jax.vmap(rotate)(x, k), flat)
-      logits = self.head.apply({"params": head_params}, self.features(encoder_params, flat))
+      logits = self.net.apply({"params": head_params}, self.features(encoder_params, flat))
       labels, weight = k, jnp.ones_like(k, jnp.float32)
     else:
       t, n = traj.action.shape
-      f = self.features(encoder_params, jax.tree.map(lambda x: x.reshape(t * n, *x.shape[2:]), obs))
+      f = self.features(encoder_params,
+                        jax.tree.map(lambda x: x.reshape(t * n, *x.shape[2:]), obs))
       f = f.reshape(t, n, -1)
-      logits = self.head.apply({"params": head_params},
-                               jnp.concatenate([f[:-1], f[1:]], axis=-1))
+      logits = self.net.apply({"params": head_params},
+                              jnp.concatenate([f[:-1], f[1:]], axis=-1))
       logits = logits.reshape(-1, logits.shape[-1])
       labels = traj.action[:-1].reshape(-1)
       weight = (~traj.done[:-1]).reshape(-1).astype(jnp.float32)    # o_{t+1} is a new episode
@@ -118,62 +198,17 @@ class PAD:
     acc = jnp.sum(weight * (jnp.argmax(logits, -1) == labels)) / total
     return jnp.sum(weight * ce) / total, acc
 
-  # -- phases -------------------------------------------------------------------------------
+  # -- jitted pieces --------------------------------------------------------------------------
 
-  def fit_heads(self, key, params, env):
-    """Fits the SS head on `fit_steps` of the policy's experience in `env`, encoder frozen."""
-    k_init, k_run = jax.random.split(key)
-    head = self.init_head(k_init)
-    rounds = max(1, self.config.fit_steps // self.steps_per_rollout)
-    _, head, log = self._run(k_run, params, head, env, rounds, train_encoder=False)
-    return head, log
+  def _chunk(self, state: State, args, n: int):
+    return jax.lax.scan(lambda s, _: self._round(s, *args), state, None, length=n)
 
-  def adapt(self, key, params, head, env):
-    """`budget` env steps in the target `env`: returns (adapted params, head, log)."""
-    rounds = max(1, self.config.budget // self.steps_per_rollout)
-    return self._run(key, params, head, env, rounds, train_encoder=True)
-
-  def init_head(self, key):
-    """Fresh SS-head params."""
-    return self.head.init(key, jnp.zeros((1, self.head_in)))["params"]
-
-  @property
-  def head_in(self) -> int:
-    """Width of the SS head's input."""
-    width = self.trainer.policy.hidden
-    return 2 * width if self.config.task == "ap" else width
-
-  def _run(self, key, params, head, env, rounds: int, train_encoder: bool):
-    c = self.config
-    tx = optax.adam(c.lr if train_encoder else c.head_lr)
-    trainable = {"head": head, **({"encoder": params["visual_cnn"]} if train_encoder else {})}
-    opt_state = tx.init(trainable)
-    # Explicit shardings on the trainer's mesh (params replicated, envs split), so that every
-    # round reuses the first round's compiled program.
-    rep, batch = parallel.replicated(self.trainer.mesh), parallel.batch_sharding(self.trainer.mesh)
-    run = jax.jit(functools.partial(self._round, tx=tx),
-                  in_shardings=(rep, rep, rep, rep, batch, rep),
-                  out_shardings=(rep, rep, batch, rep))
-    acting = (_reset(env, jax.random.fold_in(key, 0), c.num_envs),
-              self.trainer.policy.initial_carry(c.num_envs),
-              jnp.zeros((c.num_envs,), jnp.int32), jnp.ones((c.num_envs,), bool))
-    params, trainable, opt_state, env = jax.device_put((params, trainable, opt_state, env), rep)
-    acting = jax.device_put(acting, batch)
-    log = []
-    for r in range(rounds):
-      trainable, opt_state, acting, stats = run(params, trainable, opt_state, env, acting,
-                                                jax.random.fold_in(key, 1 + r))
-      log.append({k: float(v) for k, v in stats.items()})
-    if train_encoder:
-      params = {**params, "visual_cnn": trainable["encoder"]}
-    return params, trainable["head"], log
-
-  def _round(self, params, trainable, opt_state, env, acting, key, *, tx):
+  def _round(self, state: State, params, env):
     """One rollout with the current encoder, then `sgd_steps` steps on its SS loss."""
-    k_roll, k_sgd = jax.random.split(key)
+    k_roll, k_sgd = jax.random.split(jax.random.fold_in(state.key, 1 + state.round))
     encoder = lambda t: t.get("encoder", params["visual_cnn"])
-    acting, traj = _rollout(self.trainer, {**params, "visual_cnn": encoder(trainable)}, env,
-                            acting, k_roll, self.config.rollout_len)
+    acting, traj = _rollout(self.policy, {**params, "visual_cnn": encoder(state.trainable)},
+                            env, state.acting, k_roll, self.config.rollout_len)
 
     def sgd(carry, _):
       trainable, opt_state = carry
@@ -181,24 +216,33 @@ class PAD:
       grad_fn = jax.value_and_grad(lambda t: self.loss(encoder(t), t["head"], traj, k_sgd),
                                    has_aux=True)
       (loss, acc), grads = grad_fn(trainable)
-      updates, opt_state = tx.update(grads, opt_state, trainable)
+      updates, opt_state = self.tx.update(grads, opt_state, trainable)
       return (optax.apply_updates(trainable, updates), opt_state), (loss, acc)
 
     (trainable, opt_state), (loss, acc) = jax.lax.scan(
-        sgd, (trainable, opt_state), None, length=self.config.sgd_steps)
-    return trainable, opt_state, acting, {"loss": loss[0], "accuracy": acc[0],
-                                          "loss_after": loss[-1]}
+        sgd, (state.trainable, state.opt_state), None, length=self.config.sgd_steps)
+    new = State(trainable=trainable, opt_state=opt_state, acting=acting, key=state.key,
+                round=state.round + 1)
+    return new, {"loss": loss[0], "accuracy": acc[0], "loss_after": loss[-1]}
+
+
+def make_train(config, policy, params, env, *, head=None, seed: int = 0) -> Trainer:
+  """The head-fitting phase (`head` None: a fresh head, encoder frozen, `fit_steps` on the
+  clean `env`) or the adaptation phase (encoder and `head` trained, `budget` on the target
+  `env`) of PAD for the policy `params` of `policy` (its `recurrent.Trainer`); `runner.run`
+  draws the phase's randomness from jax.random.key(seed)."""
+  return Trainer(config, policy, params, env, head, seed)
 
 
 def _reset(env, key, n: int):
   return jax.vmap(env.reset)(jax.random.split(key, n))
 
 
-def _rollout(trainer, params, env, acting, key, length: int):
+def _rollout(policy, params, env, acting, key, length: int):
   """The policy acting (sampled actions) for `length` steps of the vmapped auto-reset env."""
   def step(carry, key):
     env_state, rnn, prev, start = carry
-    rnn, logits, _ = trainer.policy_step(params, None, env_state.obs, rnn, prev, start)
+    rnn, logits, _ = policy.policy_step(params, None, env_state.obs, rnn, prev, start)
     action = jax.random.categorical(key, logits).astype(jnp.int32)
     new = jax.vmap(env.step)(env_state, action)
     record = {"obs": {k: env_state.obs[k] for k in ("rgb", "depth") if k in env_state.obs},

@@ -26,7 +26,7 @@ from vcbench.algos import mae
 from vcbench.data import frames
 from vcbench.models import zoo
 from vcbench.models.vit import ViT
-from vcbench.reports.provenance import config_hash
+from vcbench.provenance import config_hash
 
 ADAPTATIONS = ("frozen", "mae", "mae_scratch", "finetune")
 MAE_ADAPTATIONS = ("mae", "mae_scratch")

@@ -1,29 +1,43 @@
-"""CortexBench's few-shot BC protocol for one cell (task x PVR x seed), on a host-bridged sim.
+"""CortexBench's few-shot BC protocol for one cell (task x PVR x seed), on any host-bridged suite.
 
-Train BC on cached frozen embeddings of the demos; every `eval_every` epochs roll the policy
-out on the validation episodes (simulator on host; preprocessing, encoder and policy on device;
-one jitted `lax.scan` per batch of episodes); score the best validation epoch on the test
-episodes. eai-vc picks the best epoch on the test rollouts themselves; vcbench selects on
-held-out validation seeds and reports test (DESIGN.md).
+Train BC on cached frozen embeddings of the demos (or with the encoder fine-tuned); every
+`eval_every` epochs roll the policy out on the validation episodes (simulator on host;
+preprocessing, encoder and policy on device; one jitted `lax.scan` per batch of episodes); score
+the best validation epoch on the test episodes with the suite's metric (`cortexbench.Suite`).
+eai-vc picks the best epoch on the test rollouts themselves; vcbench selects on held-out
+validation seeds and reports test (docs/design.md).
 
-Success is MetaWorld's `success` flag reached at any step within the horizon, and an episode
-stops there (MetaWorld's own evaluation convention; eai-vc reads the flag at the last of 500
-steps, which also counts policies that succeed and then undo it as failures).
+In a success-scored suite (MetaWorld) success is the simulator's `success` flag reached at any
+step within the horizon, and an episode stops there (MetaWorld's own evaluation convention;
+eai-vc reads the flag at the last of 500 steps, which also counts policies that succeed and
+then undo it as failures); validation selects by success rate. A return-scored suite (DMC's
+return/10) runs every episode to its horizon and selects by the same score.
 """
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vcbench.algos import bc
+from vcbench import config as config_lib
+from vcbench.algos import bc, finetune, runner
 from vcbench.data.demos import Demos, episode_seeds
 from vcbench.envs import host, rollout
+from vcbench.models import zoo
 from vcbench.models.embedder import Embedder
+
+# Config keys of the BC track (configs/cortexbench.py) that must be positive ints.
+POSITIVE = ("num_demos", "render_size", "embed_batch", "epochs", "val_episodes",
+            "test_episodes", "horizon", "history", "batch_size", "eval_envs")
+Score = Callable[[dict], float]   # per-episode arrays -> the suite's score (0-100)
+
+
+def success_score(episodes: dict) -> float:
+  return 100.0 * float(np.mean(episodes["success"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +54,41 @@ class Protocol:
   hidden: tuple[int, ...] = (256, 256, 256)
   eval_envs: int = 10       # Episodes simulated side by side in one rollout.
   num_workers: int = 0      # Simulator worker processes (0: in the main process).
+  stop_on_success: bool = True   # An episode ends at success (success-scored suites).
+
+  @classmethod
+  def from_config(cls, config, proprio: bool = True, stop_on_success: bool = True
+                  ) -> "Protocol":
+    """The protocol of a BC-track config (configs/cortexbench.py's keys); `proprio`: whether
+    the suite observes proprioception at all."""
+    return cls(epochs=config.epochs, eval_every=config.eval_every,
+               val_episodes=config.val_episodes, test_episodes=config.test_episodes,
+               horizon=config.horizon, history=config.history,
+               use_proprio=bool(config.use_proprio and proprio), batch_size=config.batch_size,
+               lr=config.lr, hidden=tuple(config.hidden), eval_envs=config.eval_envs,
+               num_workers=config.num_workers, stop_on_success=stop_on_success)
+
+  def bc_config(self, seed: int):
+    """The `bc.default_config` of this protocol's learner."""
+    c = bc.default_config()
+    c.hidden, c.lr, c.batch_size = tuple(self.hidden), self.lr, self.batch_size
+    c.epochs, c.seed = self.epochs, int(seed)
+    return c
+
+  @property
+  def chunk(self) -> int:
+    """Epochs between validations (the last chunk may be shorter: the last epoch is always
+    validated)."""
+    return self.eval_every if self.eval_every > 0 else self.epochs
+
+
+def validate_config(config, pvrs) -> dict[str, str]:
+  """Checks the BC-track keys of a job config; returns its PVR checkpoints (pvr -> path)."""
+  config_lib.require_ints(config, POSITIVE)
+  config_lib.require_ints(config, ("img_size", "eval_every", "num_workers"), minimum=0)
+  config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
+  config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
+  return config_lib.parse_mapping(config, "checkpoints", pvrs)
 
 
 class Evaluator:
@@ -54,7 +103,8 @@ class Evaluator:
 
   def _batch(self, make_sim) -> host.SimBatch:
     p = self.protocol
-    return host.SimBatch(make_sim, p.eval_envs, horizon=p.horizon, num_workers=p.num_workers)
+    return host.SimBatch(make_sim, p.eval_envs, horizon=p.horizon, num_workers=p.num_workers,
+                         stop_on_success=p.stop_on_success)
 
   def switch(self, make_sim: Callable[[], host.HostSim]) -> None:
     """Moves to another task with the same observation shapes, keeping compiled rollouts."""
@@ -68,38 +118,41 @@ class Evaluator:
       self._compiled[embedder.fingerprint] = jax.jit(fn)
     return self._compiled[embedder.fingerprint]
 
-  def episodes(self, embedder: Embedder, act, policy_state, seeds: list[int]) -> dict:
-    """Per-episode `success` (bool) and `length` over `seeds`, in order (the last batch padded
-    with idle slots)."""
+  def episodes(self, embedder: Embedder, act, policy, seeds: list[int]) -> dict:
+    """Per-episode `success` (bool), `length` and `return` over `seeds`, in order (the last
+    batch padded with idle slots)."""
     n = self.env.num_envs
     fn = self._rollout_fn(embedder, act)
-    succ, lengths = [], []
+    out = {"success": [], "length": [], "return": []}
     for start in range(0, len(seeds), n):
       chunk = list(seeds[start:start + n])
       chunk += [-1] * (n - len(chunk))  # Idle slots: never stepped or rendered.
-      carry = bc.initial_carry(embedder.params, policy_state, n, embedder.dim,
-                               self.protocol.history)
+      carry = bc.initial_carry(embedder.params, policy, n, embedder.dim, self.protocol.history)
       traj = fn(carry, jnp.asarray(chunk, jnp.int32))
       keep = min(n, len(seeds) - start)
-      succ.append(np.asarray(traj.success[-1])[:keep])
-      lengths.append(np.asarray(traj.active).sum(0)[:keep])
-    return {"success": np.concatenate(succ), "length": np.concatenate(lengths)}
-
-  def success(self, embedder: Embedder, act, policy_state, seeds: list[int]) -> dict:
-    """Success rate and mean episode length over `seeds`."""
-    out = self.episodes(embedder, act, policy_state, seeds)
-    return {"success_rate": float(out["success"].mean()),
-            "mean_length": float(out["length"].mean())}
+      out["success"].append(np.asarray(traj.success[-1])[:keep])
+      out["length"].append(np.asarray(traj.active).sum(0)[:keep])
+      # Idle and finished steps carry no reward: the sum is each episode's return.
+      out["return"].append(np.asarray(traj.reward, np.float64).sum(0)[:keep])
+    return {k: np.concatenate(v) for k, v in out.items()}
 
   def close(self):
     self.env.close()
+
+
+def summary(episodes: dict, score: Score = success_score) -> dict:
+  """A cell's score and the episode means the store keeps."""
+  return {"score": float(score(episodes)), "success_rate": float(np.mean(episodes["success"])),
+          "mean_length": float(np.mean(episodes["length"])),
+          "mean_return": float(np.mean(episodes["return"]))}
 
 
 @dataclasses.dataclass
 class Fitted:
   """A BC policy trained on one cell's demos, at its best validation epoch."""
   act: Callable
-  state: Any
+  state: Any                 # What `act` acts with (`bc.Variables`).
+  embedder: Embedder         # The embedder it evaluates with (fine-tuned weights, if any).
   val_score: float
   best_epoch: int
   train_loss: float
@@ -107,80 +160,80 @@ class Fitted:
   num_samples: int
 
 
+def _select(protocol: Protocol, trainer, evaluate: Callable[[Any], dict],
+            keep: Callable[[Any], Any], log: Callable[[str], Any]
+            ) -> tuple[runner.SelectBest, float]:
+  """Trains `trainer` for the protocol's epochs, validating every `eval_every` (`evaluate`:
+  state -> `summary`). Returns the selection (`best_state()`: what `keep` kept of the best
+  epoch by score, the earliest on ties) and the last epoch's training loss."""
+  def report(entry, progress):
+    val = (f"val success {entry['score']:5.1f}%" if protocol.stop_on_success
+           else f"val score {entry['score']:.2f}")
+    log(f"  epoch {progress.done:3d}  loss {float(progress.metrics['loss'][-1]):.4f}  {val}")
+  select = runner.SelectBest(evaluate, lambda e: e["score"], keep=keep, log=report)
+  _, metrics = runner.run(trainer, None, protocol.chunk, callbacks=[select])
+  return select, float(metrics["loss"][-1])
+
+
+def _fitted(protocol: Protocol, selected: tuple[runner.SelectBest, float], act, policy,
+            embedder, num_samples: int) -> Fitted:
+  # The curve: validation success rate per evaluation (success-scored suites), else the score.
+  curve_key = "success_rate" if protocol.stop_on_success else "score"
+  select, train_loss = selected
+  return Fitted(act=act, state=policy, embedder=embedder, val_score=select.best["score"],
+                best_epoch=select.best["update"], train_loss=train_loss,
+                val_curve=[[h["update"], h[curve_key]] for h in select.record["history"]],
+                num_samples=num_samples)
+
+
 def fit(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
-        emb: np.ndarray, seed: int, log: Callable[[str], Any] = print) -> Fitted:
-  """Trains BC on the demos' embeddings; keeps the state of the best validation epoch."""
+        emb: np.ndarray, seed: int, log: Callable[[str], Any] = print,
+        score: Score = success_score) -> Fitted:
+  """Trains BC on the demos' embeddings; keeps the policy of the best validation epoch."""
   p = protocol
   proprio = demos.proprio if p.use_proprio else None
   x = bc.features(emb, demos.episode, proprio, p.history).astype(np.float32)
-  y = demos.actions.astype(np.float32)
-  init, train, act = bc.make_train(feat_dim=x.shape[1], action_dim=y.shape[1],
-                                   num_samples=len(x), hidden=p.hidden, lr=p.lr,
-                                   batch_size=p.batch_size)
-  key = jax.random.key(seed)
-  key, init_key = jax.random.split(key)
-  xj, yj = jnp.asarray(x), jnp.asarray(y)
+  trainer = bc.make_train(p.bc_config(seed), x, demos.actions.astype(np.float32))
   val_seeds = episode_seeds("val", p.val_episodes)
-  best_state, summary = train_and_select(
-      p, init(init_key), key, lambda state, k, n: train(state, k, xj, yj, n),
-      lambda state: evaluator.success(embedder, act, state, val_seeds)["success_rate"], log)
-  return Fitted(act=act, state=best_state, num_samples=len(x), **summary)
+  evaluate = lambda state: summary(evaluator.episodes(embedder, trainer.act, state.variables(),
+                                                      val_seeds), score)
+  selected = _select(p, trainer, evaluate, lambda state: state.variables(), log)
+  return _fitted(p, selected, trainer.act, selected[0].best_state(), embedder, len(x))
 
 
-def train_and_select(protocol: Protocol, state, key, train_epochs: Callable,
-                     validate: Callable[[Any], float], log: Callable[[str], Any] = print,
-                     keep: Callable[[Any], Any] = lambda state: state) -> tuple[Any, dict]:
-  """Trains `protocol.epochs` epochs, validating every `eval_every`.
-
-  train_epochs(state, key, n) -> (state, losses [n]) trains n more epochs (it may donate
-  `state`); validate(state) -> the validation success rate. Returns (the host copy of
-  `keep(state)` at the best validation epoch, the earliest on ties; the `Fitted` fields
-  val_score, best_epoch, train_loss (the last epoch's) and val_curve).
-  """
-  curve, best, best_state, loss, trained = [], -1.0, None, float("nan"), 0
-  for done_epochs in _eval_points(protocol.epochs, protocol.eval_every):
-    key, k = jax.random.split(key)
-    state, losses = train_epochs(state, k, done_epochs - trained)
-    trained = done_epochs
-    loss = float(losses[-1])
-    val = validate(state)
-    curve.append([done_epochs, val])
-    log(f"  epoch {done_epochs:3d}  loss {loss:.4f}  val success {100 * val:5.1f}%")
-    if val > best:  # The earliest epoch wins ties.
-      best, best_epoch = val, done_epochs
-      best_state = jax.device_get(keep(state))
-  return best_state, {"val_score": 100.0 * best, "best_epoch": best_epoch, "train_loss": loss,
-                      "val_curve": curve}
+def fit_finetuned(protocol: Protocol, evaluator: Evaluator, encoder: zoo.Encoder, name: str,
+                  demos: Demos, seed: int, encoder_lr: float = 1e-5,
+                  log: Callable[[str], Any] = print, encoder_chunk: int = 64,
+                  score: Score = success_score) -> Fitted:
+  """`fit` with the encoder fine-tuned end to end (`algos.finetune`; policy lr: protocol.lr).
+  The fitted embedder holds the best validation epoch's encoder."""
+  p = protocol
+  c = finetune.default_config()
+  c.update(p.bc_config(seed))
+  c.history, c.encoder_lr, c.encoder_chunk = p.history, encoder_lr, encoder_chunk
+  proprio = jnp.asarray(demos.proprio, jnp.float32) if p.use_proprio else None
+  trainer = finetune.make_train(c, encoder, jnp.asarray(demos.frames), demos.episode, proprio,
+                                demos.actions)
+  val_seeds = episode_seeds("val", p.val_episodes)
+  evaluate = lambda state: summary(evaluator.episodes(trainer.embedder(state.encoder, name),
+                                                      trainer.act, state.policy, val_seeds),
+                                   score)
+  selected = _select(p, trainer, evaluate, lambda state: (state.policy, state.encoder), log)
+  policy, params = selected[0].best_state()
+  return _fitted(p, selected, trainer.act, policy, trainer.embedder(params, name),
+                 len(demos.actions))
 
 
-def run_cell(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
-             emb: np.ndarray, seed: int, log: Callable[[str], Any] = print) -> dict:
-  """Trains and evaluates one (task, PVR, seed) cell; returns its metrics for the store."""
-  t0 = time.time()
-  fitted = fit(protocol, evaluator, embedder, demos, emb, seed, log)
-  return score(protocol, evaluator, embedder, fitted, demos, t0)
-
-
-def score(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, fitted: Fitted,
-          demos: Demos, t0: float) -> dict:
-  """A fitted cell's metrics for the store: its test success, fit summary and the time since
+def test(protocol: Protocol, evaluator: Evaluator, fitted: Fitted, demos: Demos,
+         t0: float, score: Score = success_score, seeds: Optional[list[int]] = None) -> dict:
+  """A fitted cell's metrics for the store: its test score, fit summary and the seconds since
   `t0`."""
   p = protocol
-  test = evaluator.success(embedder, fitted.act, fitted.state,
-                           episode_seeds("test", p.test_episodes))
-  return {"score": 100.0 * test["success_rate"], "success_rate": test["success_rate"],
-          "val_score": fitted.val_score, "best_epoch": fitted.best_epoch,
-          "episodes": p.test_episodes, "mean_length": test["mean_length"],
-          "train_loss": fitted.train_loss, "val_curve": fitted.val_curve,
-          "num_demos": demos.num_episodes, "num_samples": fitted.num_samples,
+  seeds = episode_seeds("test", p.test_episodes) if seeds is None else seeds
+  out = summary(evaluator.episodes(fitted.embedder, fitted.act, fitted.state, seeds), score)
+  return {**out, "val_score": fitted.val_score, "best_epoch": fitted.best_epoch,
+          "episodes": len(seeds), "train_loss": fitted.train_loss,
+          "val_curve": fitted.val_curve, "num_demos": demos.num_episodes,
+          "num_samples": fitted.num_samples,
           "expert_success_rate": demos.meta["expert_success_rate"],
           "seconds": time.time() - t0}
-
-
-def _eval_points(epochs: int, every: int) -> list[int]:
-  """Epoch counts after which validation runs: every `every`, and always the last."""
-  points = list(range(every, epochs + 1, every)) if every > 0 else []
-  if not points or points[-1] != epochs:
-    points.append(epochs)
-  return points
-

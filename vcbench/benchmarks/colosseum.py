@@ -1,22 +1,33 @@
 """The Colosseum (Pumacay et al. 2024) on MetaWorld: its test sets, per-task factor data and metric.
 
-Protocol (DESIGN.md): train BC on 100 clean demos per task; evaluate 25 episodes on every test
+Protocol (docs/design.md): train BC on 100 clean demos per task; evaluate 25 episodes on every test
 set -- no perturbation, each of the 14 factors alone, all factors together -- with fixed seeds.
 The metric is success per test set and its % change against no perturbation, averaged over the
 tasks the factor applies to (the paper's Figure 5: "we compare their averages only with the
 corresponding task's No Perturbation case").
 
 A factor that does not apply to a task is *excluded* (the paper's '-'), for one of two reasons:
-the task has no such object (no RO in drawer-open), or the perturbed task is no longer solvable
-by MetaWorld's scripted expert (< `EXPERT_MIN_SUCCESS` over 25 episodes, measured by the job and
-stored with the reason). Store rows (`Cell.corruption` = test set) of excluded cells carry a NaN
-score and `extra/excluded` = the reason.
+the task has no such object (no RO in drawer-open; the objects are `envs.mujoco.scene.TASKS`),
+or the perturbed task is no longer solvable by MetaWorld's scripted expert (<
+`EXPERT_MIN_SUCCESS` over 25 episodes: `expert_exclusions`, measured by the job and stored with
+the reason). Store rows (`Cell.corruption` = test set) of excluded cells carry a NaN score and
+`extra/excluded` = the reason.
+
+The factors themselves are `vcbench.robustness.factors` (each with a stable id that keys its
+draws); `make_sim` builds the perturbed simulator that serves every test set of a task.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from vcbench.envs.mujoco import metaworld as mw
+from vcbench.envs.mujoco import scene
+from vcbench.robustness import factors as factors_lib
+from vcbench.robustness import perturbed
 
 BENCHMARK = "colosseum"
 EXPERT_BENCHMARK = "colosseum_expert"  # Rows of the expert-solvability check.
@@ -28,72 +39,13 @@ FACTORS = ("MO_Color", "RO_Color", "MO_Texture", "RO_Texture", "MO_Size", "RO_Si
 TEST_SETS = (NONE, ALL) + FACTORS
 EXPERT_MIN_SUCCESS = 0.9
 EXCLUDED = "excluded"  # The extra key holding the reason a cell is excluded.
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskSpec:
-  """Which objects of a MetaWorld task the object factors act on, and their ranges.
-
-  Attributes:
-    primitive: Colosseum's task primitive this task stands for.
-    mo: names of the manipulation object's root bodies (the factor acts on their subtrees).
-    ro: names of the receiver object's root bodies; () when the task has none.
-    mo_size: MO scale range, or None when the MO cannot be scaled (reason in `notes`).
-    ro_size: RO scale range, or None.
-    notes: factor -> why it does not apply to this task (the paper's '-').
-  """
-  primitive: str
-  mo: tuple[str, ...]
-  ro: tuple[str, ...] = ()
-  mo_size: tuple[float, float] | None = (0.75, 1.25)
-  ro_size: tuple[float, float] | None = (0.75, 1.25)
-  notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-
+TASKS = tuple(scene.TASKS)   # The ten MetaWorld tasks with an object spec.
 _NO_RO = "the task has no receiver object"
-TASKS: dict[str, TaskSpec] = {
-    # The five CortexBench MetaWorld tasks.
-    "assembly": TaskSpec("insert", mo=("RoundNut",), ro=("peg",), mo_size=(0.9, 1.1),
-                         ro_size=(0.9, 1.1)),
-    "bin-picking": TaskSpec("pick-and-place", mo=("obj",), ro=("bin_goal",),
-                            mo_size=(0.85, 1.15), ro_size=(0.9, 1.1)),
-    "button-press-topdown": TaskSpec(
-        "press", mo=("button",), ro=("box",), mo_size=None, ro_size=(0.85, 1.15),
-        notes={"MO_Size": "the button is a part of the button box (scale the box: RO_Size)"}),
-    "drawer-open": TaskSpec("open", mo=("drawer",), ro=(), mo_size=(0.75, 1.0),
-                            ro_size=None),
-    "hammer": TaskSpec("hit", mo=("hammerbody",), ro=("box",), mo_size=(0.9, 1.1),
-                       ro_size=(0.9, 1.1)),
-    # Five more, one per remaining Colosseum primitive.
-    "door-open": TaskSpec("open", mo=("door",), ro=(), mo_size=(0.85, 1.15), ro_size=None),
-    "faucet-open": TaskSpec("turn", mo=("faucetBase",), ro=(), mo_size=(0.75, 1.25),
-                            ro_size=None),
-    "push": TaskSpec("slide to target", mo=("obj",), ro=(), mo_size=(0.75, 1.25),
-                     ro_size=None),
-    "pick-place": TaskSpec("pick-and-place", mo=("obj",), ro=(), mo_size=(0.75, 1.25),
-                           ro_size=None),
-    "peg-insert-side": TaskSpec("insert", mo=("peg",), ro=("box",), mo_size=(0.9, 1.1),
-                                ro_size=(0.9, 1.1)),
-}
-
-
-def task_spec(task: str) -> TaskSpec:
-  try:
-    return TASKS[task]
-  except KeyError:
-    raise KeyError(f"no Colosseum task spec for MetaWorld task {task!r}; tasks with one: "
-                   f"{sorted(TASKS)}") from None
-
-
-def check_test_set(name: str) -> str:
-  if name not in TEST_SETS:
-    raise ValueError(f"unknown Colosseum test set {name!r}; valid: {list(TEST_SETS)}")
-  return name
 
 
 def inapplicable(task: str, factor: str) -> str:
   """Why `factor` does not apply to `task` by construction ('' when it does)."""
-  spec = task_spec(task)
+  spec = scene.task_spec(task)
   if factor in spec.notes:
     return spec.notes[factor]
   if factor.startswith("RO_") and not spec.ro:
@@ -105,6 +57,12 @@ def inapplicable(task: str, factor: str) -> str:
   return ""
 
 
+def check_test_set(name: str) -> str:
+  if name not in TEST_SETS:
+    raise ValueError(f"unknown Colosseum test set {name!r}; valid: {list(TEST_SETS)}")
+  return name
+
+
 def factors_of(task: str, test_set: str, excluded: Iterable[str] = ()) -> tuple[str, ...]:
   """The factors a test set applies on `task`: none, one, or every applicable one ("all")."""
   check_test_set(test_set)
@@ -114,6 +72,96 @@ def factors_of(task: str, test_set: str, excluded: Iterable[str] = ()) -> tuple[
     return (test_set,)
   skip = set(excluded)
   return tuple(f for f in FACTORS if not inapplicable(task, f) and f not in skip)
+
+
+def test_sets(task: str, excluded: Mapping[str, str] | Iterable[str] = ()
+              ) -> dict[str, tuple[str, ...] | str]:
+  """Every test set, in `TEST_SETS` order -> the factors it applies on `task`, or (a str) why
+  it does not apply there. `excluded`: factors measured unsolvable on `task` (-> reason, or
+  names): refused alone and left out of "all"."""
+  if not isinstance(excluded, Mapping):
+    excluded = {f: "the scripted expert fails under it (measured)" for f in excluded}
+  out: dict[str, tuple[str, ...] | str] = {}
+  for name in TEST_SETS:
+    reason = "" if name in (NONE, ALL) else (inapplicable(task, name) or excluded.get(name, ""))
+    out[name] = reason or factors_of(task, name, excluded)
+  return out
+
+
+def encode(test_set: str, seed: int) -> int:
+  """The `PerturbedSim` episode code of test episode `seed` under `test_set`."""
+  return perturbed.encode(TEST_SETS, check_test_set(test_set), seed)
+
+
+def make_sim(task: str, render: mw.RenderConfig | None, horizon: int, base_seed: int = 0,
+             excluded: Mapping[str, str] | Iterable[str] = ()):
+  """A picklable factory of `task`'s perturbed simulator, which serves every test set
+  (`encode`); inapplicable and excluded ones are refused with their reason."""
+  return perturbed.make_sim(task, render, horizon, base_seed, test_sets(task, excluded))
+
+
+def definitions() -> dict[str, Any]:
+  """What a cell's numbers depend on besides its job's config: the test sets, every factor's
+  id and fields, the factors' parameters and the per-task object specs. Enters the job's config
+  hash, so a changed definition never leaves stale cells counted as done."""
+  return {"test_sets": list(TEST_SETS),
+          "factors": {name: {"id": f.id, "fields": list(f.fields), "recompile": f.recompile}
+                      for name, f in factors_lib.FACTORS.items()},
+          "params": dataclasses.asdict(factors_lib.Params()),
+          "tasks": {task: dataclasses.asdict(spec) for task, spec in scene.TASKS.items()}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The expert-solvability check.
+# ---------------------------------------------------------------------------------------------
+
+
+def expert_success(task: str, test_set: str, episodes: int, horizon: int,
+                   base_seed: int = 0, first_seed: int = 0,
+                   excluded: Iterable[str] = ()) -> dict:
+  """MetaWorld's scripted expert under `test_set` (no rendering): success rate (success at
+  any step within `horizon`) and mean length over `episodes` seeds from `first_seed`."""
+  policy = mw.expert_policy(task)
+  sim = make_sim(task, None, horizon, base_seed, excluded)()
+  successes, lengths = [], []
+  try:
+    for seed in range(first_seed, first_seed + episodes):
+      sim.reset(encode(test_set, seed))
+      for step in range(1, horizon + 1):
+        _, _, _, info = sim.step(sim.expert_action(policy))
+        if info["success"]:
+          break
+      successes.append(bool(info["success"]))
+      lengths.append(step)
+  finally:
+    sim.close()
+  return {"success_rate": float(np.mean(successes)), "mean_length": float(np.mean(lengths)),
+          "episodes": episodes}
+
+
+def expert_exclusions(task: str, test_set_names: Iterable[str],
+                      expert_rate: Callable[[str, tuple[str, ...]], float],
+                      min_success: float, episodes: int,
+                      log: Callable[[str], Any] = print) -> dict[str, str]:
+  """Test sets excluded on `task` -> why: inapplicable by construction, or the scripted
+  expert's success below `min_success`. `expert_rate(test_set, excluded_factors)` measures (or
+  recalls) the expert's success rate under a test set; "all" leaves out the factors excluded
+  so far, so it is measured last. The two baselines are never excluded (the paper's "All
+  Perturbations" column is defined for every task)."""
+  names = list(test_set_names)
+  order = [t for t in names if t != ALL] + ([ALL] if ALL in names else [])
+  out: dict[str, str] = {}
+  for test_set in order:
+    reason = inapplicable(task, test_set) if test_set not in (NONE, ALL) else ""
+    if reason:
+      out[test_set] = reason
+      continue
+    rate = float(expert_rate(test_set, tuple(f for f in out if f in FACTORS)))
+    log(f"  expert {task} / {test_set}: {100 * rate:.0f}%")
+    if rate < min_success and test_set in FACTORS:
+      out[test_set] = (f"the scripted expert succeeds in {100 * rate:.0f}% of {episodes} "
+                       f"episodes (< {100 * min_success:.0f}%)")
+  return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""Evaluation of navigation policies on a fixed episode set (vcbench-nav; RobustNav metrics).
+"""vcbench-nav as a benchmark: its envs and learners from a job config, and the evaluation of
+navigation policies on a fixed episode set (RobustNav's metrics).
 
+    env = nav.make_env(config, "train")                 # config: configs/nav.py
+    trainer = nav.make_trainer(config, env)             # PPO or imitation (`LEARNERS`)
     results = nav.evaluate(policy, params, env, batch=64, key=key)   # per-episode arrays
-    summary = nav.summarize(results)   # SR, SPL (%), by difficulty, behaviour metrics
+    summary = nav.summarize(results, task)   # SR, SPL (%), by difficulty, behaviour metrics
 
 Each batch of episodes runs as one jitted `lax.while_loop` that stops when every episode of the
 batch has ended (END or the task's step limit), so easy batches do not pay for the step limit.
@@ -16,10 +19,21 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
+from vcbench.algos import nav_bc, ppo
+from vcbench.envs import nav
 from vcbench.envs.nav import tasks as tk
 from vcbench.envs.nav.env import END, METRICS
+from vcbench.registry import Registry
+
+BENCHMARK = "vcbench-nav"
+# The learners a navigation config's `algo` names: modules with default_config, check_config
+# and make_train(config, env, ...) -> recurrent.Trainer.
+LEARNERS = Registry("navigation learner")
+LEARNERS.register("ppo")(ppo)
+LEARNERS.register("bc")(nav_bc)
 
 # Per-episode results: the env's metrics and the steps that began in range of the goal, with
 # those of them on which the agent did not call END.
@@ -102,7 +116,52 @@ def summarize(results: dict[str, np.ndarray], task: str) -> dict[str, float]:
       out[f"spl_{name}"] = 100.0 * float(np.mean(results["spl"][sel]))
   return out
 
-
-
 def _percent(part, whole) -> float:
   return 100.0 * float(part) / float(whole) if whole > 0 else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# Envs and learners from a job config (configs/nav.py).
+
+
+def algo_config(config) -> ml_collections.ConfigDict:
+  """The chosen learner's config with the job's policy and seed filled in."""
+  c = ml_collections.ConfigDict(config[config.algo].to_dict())
+  c.policy = ml_collections.ConfigDict(config.policy.to_dict())
+  c.seed = config.seed
+  return c
+
+
+def make_env(config, split: str, episodes: int = 0, scenes: int = 0):
+  """The config's env on `split`: training apartments (auto-reset, `train_episodes`) or
+  `scenes` (default `val_scenes`) held-out ones with `episodes` fixed episodes."""
+  train = split == "train"
+  return nav.make(config.task, split,
+                  num_scenes=config.train_scenes if train else (scenes or config.val_scenes),
+                  num_episodes=episodes or config.train_episodes,
+                  grid_size=config.grid_size, height=config.height, width=config.width,
+                  hfov=config.hfov, sensors=tuple(config.sensors), auto_reset=train)
+
+
+def make_trainer(config, env=None, **kwargs):
+  """The config's learner (a `recurrent.Trainer`) on `env` (default: the training env)."""
+  env = make_env(config, "train") if env is None else env
+  return LEARNERS.get(config.algo).make_train(algo_config(config), env, **kwargs)
+
+
+def evaluator(config, trainer, split: str, episodes: int, scenes: int = 0):
+  """evaluate(params) -> `summarize`d metrics of `trainer`'s policy on the split's episodes."""
+  env = make_env(config, split, episodes, scenes)
+
+  def evaluate(params) -> dict[str, float]:
+    results = evaluate_episodes(trainer, params, env, batch=config.eval_batch, seed=config.seed,
+                                greedy=config.eval_greedy)
+    return summarize(results, config.task)
+  return evaluate
+
+
+def evaluate_episodes(trainer, params, env, *, batch: int, seed: int = 0,
+                      greedy: bool = False) -> dict[str, np.ndarray]:
+  """`evaluate` of a trainer's policy with a fixed action-sampling key."""
+  return evaluate(trainer.policy_step, trainer.policy.initial_carry, params, env,
+                  frozen=trainer.frozen, batch=batch, key=jax.random.key(seed), greedy=greedy)

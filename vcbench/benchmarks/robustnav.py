@@ -12,23 +12,37 @@ Conditions (RobustNav Table 2; visual severities at 5, the worst, there):
   vis+dyn  {defocus_blur, speckle_noise, spatter} x {motion_bias_stochastic, motion_drift}
 `sweep()` adds severities 1-5 for the five corruptions that have them.
 
+Agents are clean-trained configs/nav.py runs (`Agent`); `adapt` runs Table 3's methods, each
+resumable and done once (checkpointed under a directory the job keys by its config hash).
+
 Seeding: a corruption's randomness comes from (seed, episode, step) and a dynamics corruption's
 episode-level draw from (seed, episode), so every agent meets the same corruption on the same
-episode; camera cracks are fixed per apartment (RobustNav fixes them per scene). lower_fov is
-not an image operation here: the camera renders at 39.5 degrees instead of 79.
+episode; camera cracks are fixed per apartment (RobustNav fixes them per scene; the hooks are
+`visual.corrupt` and `dynamics.corrupt`). lower_fov is not an image operation here: the camera
+renders at 39.5 degrees instead of 79. Any registered corruption makes a `Condition`, so one
+added to `visual.CORRUPTIONS` runs through this protocol as it is.
 """
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from typing import Optional
 
 import jax
+import ml_collections
 
+from vcbench.algos import pad as pad_lib
+from vcbench.algos import ppo
+from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
+from vcbench.robustness import augment
 from vcbench.robustness import dynamics as dyn
 from vcbench.robustness import visual
 
 BENCHMARK = "robustnav"
+# Table 3's ways to resist a corruption: PAD with action / rotation prediction, PPO fine-tuning
+# with the task reward, and PPO on augmented frames.
+METHODS = ("pad_ap", "pad_rp", "finetune", "augment")
 VISUAL = ("low_lighting", "motion_blur", "camera_crack", "defocus_blur", "speckle_noise",
           "lower_fov", "spatter")
 DYNAMICS = ("motion_bias_constant", "motion_bias_stochastic", "motion_drift", "pyrobot_noise",
@@ -97,22 +111,6 @@ def sweep() -> list[Condition]:
   return [Condition(visual=v, severity=s) for v in SWEEP for s in range(1, 5)]
 
 
-@dataclasses.dataclass(frozen=True)
-class VisualHook:
-  """The `NavEnv.visual` hook applying one registered corruption (hashable: jit-static)."""
-  name: str
-  severity: int
-  seed: int = 0
-
-  def __call__(self, scene, episode, step, rgb):
-    # A crack is fixed per apartment; everything else is drawn per episode and step.
-    fold = jax.random.fold_in
-    key = jax.random.key(self.seed)
-    key = (fold(fold(key, 0), scene) if self.name == "camera_crack"
-           else fold(fold(fold(key, 1), episode), step))
-    return visual.get(self.name).fn(key, rgb, self.severity)
-
-
 def corrupted(env, condition: Condition, seed: int = 0):
   """`env` (a NavEnv without hooks) under `condition`."""
   if env.visual is not None or env.dynamics is not None:
@@ -120,9 +118,7 @@ def corrupted(env, condition: Condition, seed: int = 0):
   if condition.visual == "lower_fov":
     env = env.replace(camera=dataclasses.replace(env.camera, hfov=LOWER_FOV_DEGREES))
   elif condition.visual is not None:
-    if "rgb" not in env.sensors:
-      raise ValueError(f"{condition.visual} corrupts RGB but the env renders {env.sensors}")
-    env = env.replace(visual=VisualHook(condition.visual, condition.severity, seed))
+    env = visual.corrupt(env, condition.visual, condition.severity, seed)
   if condition.dynamics is not None:
     env = dyn.corrupt(env, condition.dynamics, seed)
   return env
@@ -132,7 +128,72 @@ def evaluate(trainer, params, env, *, task: str = "pointnav", batch: int = 150, 
              greedy: bool = False) -> dict[str, float]:
   """SR, SPL and the behaviour metrics of `trainer`'s policy with `params` on `env`'s episodes
   (all of them, fixed action-sampling seed)."""
-  results = nav_bench.evaluate(trainer.policy_step, trainer.policy.initial_carry, params, env,
-                               frozen=trainer.frozen, batch=batch, key=jax.random.key(seed),
-                               greedy=greedy)
+  results = nav_bench.evaluate_episodes(trainer, params, env, batch=batch, seed=seed,
+                                        greedy=greedy)
   return nav_bench.summarize(results, task)
+
+
+class Agent:
+  """A clean-trained nav agent: its nav config (a configs/nav.py variant, its `workdir` the run's
+  root), trainer (the policy) and best-on-val params."""
+
+  def __init__(self, nav_config):
+    self.nav, self.variant = nav_config, nav_config.variant
+    best = pathlib.Path(nav_config.workdir) / nav_config.variant / "best"
+    if not (best / "validation.json").exists():
+      raise FileNotFoundError(f"no trained {self.variant} agent under {nav_config.workdir} "
+                              f"({best}/validation.json is missing)")
+    self.trainer = nav_bench.make_trainer(nav_config, log_fn=False)
+    self.selection = runner.SelectBest(None, None, directory=best)
+    self.params = self.selection.best_state(jax.eval_shape(
+        lambda: self.trainer.init(jax.random.key(0)).params))
+
+  def env(self, split: str, episodes: int = 0, scenes: int = 0):
+    return nav_bench.make_env(self.nav, split, episodes, scenes)
+
+  @property
+  def info(self) -> dict:
+    best = self.selection.best
+    return {"agent_update": best["update"], "agent_val_success": best["success"],
+            "agent_steps": best["update"] * self.trainer.steps_per_update}
+
+
+def adapt(agent: Agent, method: str, cond: Condition, directory: str | pathlib.Path, config,
+          seed: int = 0, chunk: int = 25):
+  """The agent's params after `method` (`METHODS`) under `cond` (unused by 'augment', which
+  trains on augmented clean frames), in the corrupted *training* apartments (the calibration
+  phase). `config`: the robustnav job's `adapt` block (budget, augment_steps, finetune_lr, pad).
+  Checkpointed under `directory` every `chunk` updates: resumed after a kill, done once."""
+  root = pathlib.Path(directory)
+  train_env = agent.env("train")
+  if method == "augment":
+    return _finetune(agent, augment.augmented(train_env, seed), config.augment_steps,
+                     config.finetune_lr, seed, root / "clean", chunk)
+  target = corrupted(train_env, cond, seed)
+  if method == "finetune":
+    return _finetune(agent, target, config.budget, config.finetune_lr, seed, root / cond.name,
+                     chunk)
+  if method not in METHODS:
+    raise ValueError(f"unknown adaptation method {method!r}; known: {METHODS}")
+  pc = ml_collections.ConfigDict(config.pad.to_dict())
+  pc.task = method.removeprefix("pad_")
+  fit = pad_lib.make_train(pc, agent.trainer, agent.params, train_env, seed=seed)
+  head, _ = runner.run(fit, root / "head", chunk)
+  trainer = pad_lib.make_train(pc, agent.trainer, agent.params, target, head=fit.head(head),
+                               seed=seed + 1)
+  state, log = runner.run(trainer, root / cond.name, chunk)
+  print(f"robustnav {method} in {cond.name}: SS loss {log['loss'][0]:.3f} -> "
+        f"{log['loss'][-1]:.3f}, accuracy {log['accuracy'][0]:.2f} -> "
+        f"{log['accuracy'][-1]:.2f}", flush=True)
+  return trainer.adapted_params(state)
+
+
+def _finetune(agent: Agent, env, steps: int, lr: float, seed: int, directory, chunk: int):
+  """PPO from the agent's params for `steps` env steps on `env` (its own PPO settings)."""
+  c = nav_bench.algo_config(agent.nav)
+  c.num_updates = max(1, steps // (c.num_envs * c.rollout_len))
+  c.lr, c.log_every = lr, 10
+  trainer = ppo.make_train(c, env)
+  state, _ = runner.run(trainer, directory, chunk, key=jax.random.key(seed),
+                        init=lambda key: trainer.init_from(key, agent.params))
+  return state.params

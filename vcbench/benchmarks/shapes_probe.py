@@ -1,4 +1,4 @@
-"""Shapes probe: the minute-long main job until the CortexBench track lands.
+"""Shapes probe: linear probes of frozen PVRs on drawn shapes (the zoo demo job).
 
 Frozen PVR embeddings of procedurally drawn shapes (disc, square, triangle,
 cross, ring, bar; random colours, sizes, positions, rotations, textured
@@ -10,17 +10,15 @@ whose weights install offline) against random ones of similar cost.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Callable
 
 import jax
 import numpy as np
 
 from vcbench.models import zoo
 from vcbench.progress import progress
-from vcbench.reports import store as store_lib
 
+BENCHMARK = "zoo_demo"
 SHAPES = ("disc", "square", "triangle", "cross", "ring", "bar")
 
 
@@ -105,32 +103,14 @@ def linear_probe(train_x, train_y, test_x, test_y, num_classes: int,
   return {"accuracy": acc, "val_accuracy": max(val_acc), "ridge": best}
 
 
-@dataclasses.dataclass
-class ProbeResult:
-  pvr: str
-  metrics: dict
-  skipped: bool
-
-
-def run_probe(config, store: store_lib.ResultStore, chash: str,
-              load: Callable[[str], zoo.Encoder] = zoo.load) -> list[ProbeResult]:
-  """Probes every encoder in config.encoders, skipping cells already stored."""
-  train = make_shapes(config.seed, config.num_train, config.image_size)
-  test = make_shapes(config.seed + 1, config.num_test, config.image_size)
-  results = []
-  for name in config.encoders:
-    cell = store_lib.Cell(benchmark="zoo_demo", task="shapes", pvr=name, seed=config.seed)
-    if store.done(cell, chash):
-      results.append(ProbeResult(name, {}, True))
-      continue
-    encoder = load(name)
-    xtr, ips = embed(encoder, train[0], config.batch_size, f"{name} train")
-    xte, _ = embed(encoder, test[0], config.batch_size, f"{name} test")
-    metrics = linear_probe(xtr, train[1], xte, test[1], len(SHAPES))
-    metrics.update(images_per_s=ips, embed_dim=int(xtr.shape[1]))
-    store.append(cell, chash, metrics)
-    results.append(ProbeResult(name, metrics, False))
-  return results
+def probe(encoder: zoo.Encoder, train, test, batch_size: int, name: str = "") -> dict:
+  """A ridge probe on `encoder`'s frozen `cls` embeddings of `train` (images, labels), scored
+  on `test`; the metrics of one store cell."""
+  xtr, ips = embed(encoder, train[0], batch_size, f"{name} train")
+  xte, _ = embed(encoder, test[0], batch_size, f"{name} test")
+  metrics = linear_probe(xtr, train[1], xte, test[1], len(SHAPES))
+  metrics.update(images_per_s=ips, embed_dim=int(xtr.shape[1]))
+  return metrics
 
 
 def table(rows: list[dict]) -> str:

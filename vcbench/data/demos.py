@@ -1,31 +1,37 @@
-"""Scripted-expert demonstrations for CortexBench's few-shot BC, generated from seeds.
+"""Expert demonstrations for CortexBench's few-shot BC, generated from seeds, for any suite.
 
-On-disk format (one entry per task and demo config, `vcbench.data.files`):
-  <root>/metaworld/<task>/demos-<key>.npz   arrays, all frame-aligned over the T steps of
-                                             every kept episode, concatenated:
+A suite gives a `Source`: its simulator factory, its expert, whether episodes end on success
+and its simulator's version. On-disk format (one entry per suite, task and demo config,
+`vcbench.files`):
+  <root>/<suite>/<task>/demos-<key>.npz   arrays, all frame-aligned over the T steps of every
+                                           kept episode, concatenated:
       frames   uint8   [T, S, S, 3]  RGB observed *before* the action (S = render size)
-      actions  float32 [T, 4]        the expert's action, clipped to [-1, 1]
-      proprio  float32 [T, 4]        hand xyz + gripper opening (eai-vc's MetaWorld proprio)
-      state    float32 [T, 21]       hand, gripper, object poses, goal (state-oracle input)
+      actions  float32 [T, A]        the expert's action
+      proprio  float32 [T, P]        proprioception (MetaWorld: hand xyz + gripper opening,
+                                     eai-vc's), when the simulator observes it
+      state    float32 [T, D]        simulator state (MetaWorld: hand, gripper, object poses,
+                                     goal): the state oracle's input, when observed
       episode  int32   [T]           index of the episode each step belongs to
-  <root>/metaworld/<task>/demos-<key>.json  sha256 of the npz, array shapes, the config
-      (`key` = hash of it), per-episode seeds and lengths, attempts and the expert's success
-      rate.
-Episodes run the expert until success, then `hold_steps` more steps (so a policy also learns
-to stay), at most `max_steps`; only successful episodes are kept. Train, validation and test
-episodes use disjoint seed ranges (`episode_seeds`), so evaluation never replays a demo.
+  <root>/<suite>/<task>/demos-<key>.json  sha256 of the npz, array shapes, the config (`key` =
+      hash of it and of the simulator's version), per-episode seeds, lengths and returns,
+      attempts and the expert's success rate.
+In a suite scored by success, episodes run the expert until success, then `hold_steps` more
+steps (so a policy also learns to stay), at most `max_steps`, and only successful episodes are
+kept; in a return-scored suite every episode runs `max_steps` (or to a terminal state) and is
+kept. Train, validation and test episodes use disjoint seed ranges (`episode_seeds`), so
+evaluation never replays a demo.
 """
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from vcbench.data import files
-from vcbench.envs.mujoco import metaworld as mw
-from vcbench.reports.provenance import config_hash
+from vcbench import files
+from vcbench.envs.core import RenderConfig
+from vcbench.provenance import config_hash
 
 # Disjoint seed ranges per split: seeds are base + offset + i, i < 100_000.
 SPLIT_OFFSETS = {"train": 0, "val": 100_000, "test": 200_000}
@@ -41,26 +47,46 @@ def episode_seeds(split: str, n: int, base: int = 0) -> list[int]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Source:
+  """Where a suite's demos come from.
+
+  make_sim: () -> a `host.HostSim` of the task rendering at the demo config's render config.
+  expert: (sim, obs) -> action, the expert acting in `sim` on its last observation `obs`.
+  success_only: episodes end `hold_steps` after success and only successful ones are kept
+    (success-scored suites); otherwise every episode runs to `max_steps` and is kept.
+  version: the simulator's version, part of the cache key.
+  """
+  make_sim: Callable[[], Any]
+  expert: Callable[[Any, dict], np.ndarray]
+  success_only: bool = True
+  version: str = "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
 class DemoConfig:
   task: str
   num_demos: int = 25
-  render: mw.RenderConfig = mw.RenderConfig()
+  render: RenderConfig = RenderConfig()
   max_steps: int = 500
   hold_steps: int = 10
   max_attempts: int = 100   # Seeds tried before giving up on reaching num_demos successes.
   seed: int = 0
+  suite: str = "metaworld"
 
-  def key(self) -> str:
-    return config_hash({"format": FORMAT_VERSION, "metaworld": _metaworld_version(),
-                        **dataclasses.asdict(self)})
+  def key(self, version: str) -> str:
+    """The hash of the config and the simulator's version (the suite names the version's key,
+    so MetaWorld's keys are those of the MetaWorld-only format)."""
+    fields = dataclasses.asdict(self)
+    del fields["suite"]
+    return config_hash({"format": FORMAT_VERSION, self.suite: version, **fields})
 
 
 @dataclasses.dataclass
 class Demos:
   frames: np.ndarray
   actions: np.ndarray
-  proprio: np.ndarray
-  state: np.ndarray
+  proprio: Optional[np.ndarray]
+  state: Optional[np.ndarray]
   episode: np.ndarray
   meta: dict
   sha256: str
@@ -75,33 +101,29 @@ class Demos:
       yield slice(int(a), int(b))
 
 
-def _metaworld_version() -> str:
-  try:
-    from importlib.metadata import version  # noqa: PLC0415
-    return version("metaworld")
-  except Exception:  # pylint: disable=broad-except
-    return "unknown"
+_OBS = {"rgb": "frames", "proprio": "proprio", "state": "state"}   # obs key -> array name
 
 
-def generate(cfg: DemoConfig) -> tuple[dict[str, np.ndarray], dict]:
-  """Runs the scripted expert on train seeds until `num_demos` successes; deterministic."""
-  policy = mw.expert_policy(cfg.task)
-  sim = mw.MetaWorldSim(cfg.task, cfg.render, max_path_length=cfg.max_steps)
-  cols = {k: [] for k in ("frames", "actions", "proprio", "state", "episode")}
-  kept_seeds, lengths, attempts = [], [], 0
+def generate(cfg: DemoConfig, source: Source) -> tuple[dict[str, np.ndarray], dict]:
+  """Runs the expert on train seeds until `num_demos` are kept; deterministic."""
+  sim = source.make_sim()
+  cols: dict[str, list] = {"actions": [], "episode": []}
+  kept_seeds, lengths, returns, attempts = [], [], [], 0
   try:
     for seed in episode_seeds("train", cfg.max_attempts, cfg.seed):
       if len(kept_seeds) == cfg.num_demos:
         break
       attempts += 1
-      episode = _run_expert(sim, policy, seed, cfg)
+      episode = _run_expert(sim, source, seed, cfg)
       if episode is None:
         continue
+      episode_return = episode.pop("return")
       for k, v in episode.items():
-        cols[k].append(v)
+        cols.setdefault(k, []).append(v)
       cols["episode"].append(np.full(len(episode["actions"]), len(kept_seeds), np.int32))
       kept_seeds.append(seed)
       lengths.append(len(episode["actions"]))
+      returns.append(episode_return)
   finally:
     sim.close()
   if len(kept_seeds) < cfg.num_demos:
@@ -109,38 +131,45 @@ def generate(cfg: DemoConfig) -> tuple[dict[str, np.ndarray], dict]:
                        f"{attempts} episodes; {cfg.num_demos} demos were asked for.")
   arrays = {k: np.concatenate(v) for k, v in cols.items()}
   meta = {"config": dataclasses.asdict(cfg), "seeds": kept_seeds, "lengths": lengths,
-          "attempts": attempts, "expert_success_rate": len(kept_seeds) / attempts}
+          "returns": returns, "attempts": attempts,
+          "expert_success_rate": len(kept_seeds) / attempts}
   return arrays, meta
 
 
-def _run_expert(sim, policy, seed: int, cfg: DemoConfig) -> dict | None:
+def _run_expert(sim, source: Source, seed: int, cfg: DemoConfig) -> dict | None:
+  """One expert episode: its observed arrays, actions and return; None if it must succeed and
+  did not."""
   obs = sim.reset(seed)
-  rows, hold = [], None
+  rows, hold, total = [], None, 0.0
   for _ in range(cfg.max_steps):
-    action = sim.expert_action(policy)
-    rows.append((obs["rgb"], action, obs["proprio"], obs["state"]))
-    obs, _, _, info = sim.step(action)
-    if info["success"] and hold is None:
+    action = np.asarray(source.expert(sim, obs), np.float32)
+    rows.append(({_OBS[k]: v for k, v in obs.items() if k in _OBS}, action))
+    obs, reward, terminal, info = sim.step(action)
+    total += float(reward)
+    if source.success_only and info["success"] and hold is None:
       hold = 0
     if hold is not None:
       hold += 1
       if hold > cfg.hold_steps:
         break
-  if hold is None:
+    if terminal:
+      break
+  if source.success_only and hold is None:
     return None
-  frames, actions, proprio, state = (np.stack(c) for c in zip(*rows))
-  return {"frames": frames, "actions": actions.astype(np.float32),
-          "proprio": proprio.astype(np.float32), "state": state.astype(np.float32)}
+  out = {name: np.stack([r[0][name] for r in rows]) for name in rows[0][0]}
+  out = {k: v if k == "frames" else v.astype(np.float32) for k, v in out.items()}
+  return {**out, "actions": np.stack([r[1] for r in rows]), "return": total}
 
 
-def path_for(root: str, cfg: DemoConfig) -> str:
-  return f"{root}/metaworld/{cfg.task}/demos-{cfg.key()}"
+def path_for(root: str, cfg: DemoConfig, source: Source) -> str:
+  return f"{root}/{cfg.suite}/{cfg.task}/demos-{cfg.key(source.version)}"
 
 
-def load_or_generate(root: str, cfg: DemoConfig, regenerate: bool = True) -> Demos:
+def load_or_generate(root: str, cfg: DemoConfig, source: Source,
+                     regenerate: bool = True) -> Demos:
   """The demos for `cfg`, generated on first use. A corrupt or truncated entry is
   regenerated (with a warning) or, with `regenerate=False`, refused."""
-  base, key = path_for(root, cfg), cfg.key()
+  base, key = path_for(root, cfg, source), cfg.key(source.version)
   if files.exists(base):
     try:
       return _as_demos(*files.load(base, key))
@@ -149,12 +178,12 @@ def load_or_generate(root: str, cfg: DemoConfig, regenerate: bool = True) -> Dem
         raise
       warnings.warn(f"{e} Regenerating.", stacklevel=2)
       files.remove(base)
-  arrays, meta = generate(cfg)
+  arrays, meta = generate(cfg, source)
   files.save(base, arrays, meta, key)
   return _as_demos(*files.load(base, key))
 
 
 def _as_demos(arrays: dict, record: dict) -> Demos:
-  return Demos(frames=arrays["frames"], actions=arrays["actions"], proprio=arrays["proprio"],
-               state=arrays["state"], episode=arrays["episode"], meta=record["meta"],
-               sha256=record["sha256"])
+  return Demos(frames=arrays["frames"], actions=arrays["actions"],
+               proprio=arrays.get("proprio"), state=arrays.get("state"),
+               episode=arrays["episode"], meta=record["meta"], sha256=record["sha256"])

@@ -11,10 +11,10 @@ import warnings
 
 import numpy as np
 
-from vcbench.data import files
+from vcbench import files
 from vcbench.data.demos import Demos
 from vcbench.models.embedder import Embedder, embed_all
-from vcbench.reports.provenance import config_hash
+from vcbench.provenance import config_hash
 
 
 def cache_key(embedder: Embedder, demos: Demos) -> str:

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vcbench.data import files
+from vcbench import files
 from vcbench.data.augment import augment  # noqa: F401  # Part of this module's API.
 from vcbench.data.demos import episode_seeds
 from vcbench.envs.nav import render as nav_render

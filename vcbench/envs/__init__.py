@@ -1,2 +1,2 @@
-"""Environments behind the functional Env contract (DESIGN.md): JAX-native ones and CPU
+"""Environments behind the functional Env contract (docs/design.md): JAX-native ones and CPU
 simulators bridged by `host.py`."""

@@ -1,4 +1,4 @@
-"""The functional Env contract (DESIGN.md), brax/gymnax style.
+"""The functional Env contract (docs/design.md), brax/gymnax style.
 
 `state = env.reset(...)`, `state = env.step(state, action)`; the state is a pytree, so a
 rollout is a `lax.scan` over `step`. Batched envs carry a leading batch axis on every leaf.
@@ -7,8 +7,24 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import dataclasses
+
 import jax
 from flax import struct
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderConfig:
+  """How a host simulator renders its frames; part of every demo and embedding cache key.
+
+  size: square frame side in pixels. camera: a camera of the simulator, by name. fast: the CPU
+  render profile (MuJoCo: no MSAA, shadows, reflections or skybox)."""
+  size: int = 256
+  camera: str = "top_cap2"
+  fast: bool = True
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
 
 
 @struct.dataclass

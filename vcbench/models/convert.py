@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import ml_dtypes  # pylint: disable=unused-import  # registers bfloat16 for safetensors
 import numpy as np
 
-from vcbench.data import files
+from vcbench import files
 
 from vcbench.models import resize
 

@@ -35,7 +35,7 @@ def conv2d(x, k, stride: int = 1, padding: int = 0, groups: int = 1):
   """NHWC convolution; depthwise ones on the CPU as a fused sum of shifted slices.
 
   XLA:CPU's grouped convolution is 18-43x slower than that on MobileNetV2's
-  depthwise layers (`python -m launch.bench convs`, one run: 18.0x, 42.8x, 30.2x). Dense convolutions and
+  depthwise layers (`python -m launch.bench.convs`, one run: 18.0x, 42.8x, 30.2x). Dense convolutions and
   everything on accelerators stay native (not measured here: no GPU).
   """
   cin, cout = k.shape[2:]

@@ -3,7 +3,7 @@
 On XLA:CPU (jaxlib 0.10) the kernel gradient of a convolution -- a convolution that contracts
 over the batch -- runs 20-90x slower inside a `while` loop than outside one, so a training loop
 written as `lax.scan` over SGD steps (PPO, BC over sequences) spends nearly all its time there.
-`python -m launch.bench_conv_grad --repeats 1` on the quiet machine (2026-12-02) gave, for
+`python -m launch.bench.conv_grad --repeats 1` on the quiet machine (2026-12-02) gave, for
 habitat's SimpleCNN layers on 2048 maps, 23x, 85x and 88x slowdowns (e.g. the 4x4/2 layer on
 8x8x32 maps: 0.026 s outside a loop, 2.2 s per step inside; 0.051 s inside with `conv2d`).
 `conv2d` keeps XLA's forward and input gradient and computes the kernel gradient as one matmul

@@ -1,5 +1,6 @@
-"""Results: the append-only result store, and the tables, plots and leaderboard built from it.
+"""Reports: tables, plots and the leaderboard, built from result-store rows only.
 
-Reports are built only from the store (`vcbench.reports.store`), never from a run's in-memory
-state, so any table can be rebuilt from the records on disk.
+Reports read the records of `vcbench.store` (and the benchmarks' metric definitions), never a
+run's in-memory state or a simulator, so any table can be rebuilt from the records on disk.
+Pictures of scenes, episodes and models are in `vcbench.viz`.
 """

@@ -2,7 +2,7 @@
 
 Figures are drawn on `matplotlib.figure.Figure` with the Agg canvas, never through pyplot, so they
 work headless, keep no global figure state and do not change the caller's pyplot backend. Files are
-written atomically (`vcbench.data.files.atomic_write`), so a reader or a crash never sees a
+written atomically (`vcbench.files.atomic_write`), so a reader or a crash never sees a
 half-written PNG.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from matplotlib.backends import backend_agg
 from matplotlib import figure as figure_lib
 import numpy as np
 
-from vcbench.data import files
+from vcbench import files
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> pathlib.Path:
@@ -49,7 +49,7 @@ def rank_distribution(ranks: Mapping[str, Sequence[float]], path: str | os.PathL
   on top) and a diamond marks the mean.
 
   Args:
-    ranks: model -> its ranks (from `Leaderboard.suite_ranks()` or `cortexbench.task_ranks`).
+    ranks: model -> its ranks (from `Leaderboard.suite_ranks()` or `cortexbench_scores.task_ranks`).
     path: the PNG to write.
     title: figure title.
     n_ranks: length of the rank axis; default: the number of models (or the largest rank).
@@ -86,7 +86,7 @@ def task_bars(scores: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[s
   """Grouped bars: per task, one bar per model at its mean score, error bar = standard error.
 
   Args:
-    scores: model -> task -> an object with `mean` and `stderr` (`cortexbench.task_scores`);
+    scores: model -> task -> an object with `mean` and `stderr` (`cortexbench_scores.task_scores`);
       a NaN stderr draws no error bar; a missing task leaves a gap.
     path: the PNG to write.
     title: figure title.

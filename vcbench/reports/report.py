@@ -7,8 +7,9 @@ import pathlib
 from typing import Any, Mapping, Sequence
 
 from vcbench.benchmarks import cortexbench
+from vcbench.benchmarks import cortexbench_scores
 from vcbench.reports import plots
-from vcbench.reports import store as store_lib
+from vcbench import store as store_lib
 from vcbench.reports import tables
 
 FILES = {"markdown": "cortexbench.md", "html": "cortexbench.html",
@@ -31,13 +32,13 @@ def write_report(rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[s
   if by not in ("suite", "task"):
     raise ValueError(f"by: expected 'suite' or 'task', got {by!r}")
   rows = list(rows)
-  board = cortexbench.leaderboard(rows)
+  board = cortexbench_scores.leaderboard(rows)
   out = pathlib.Path(out_dir)
   paths = {k: out / name for k, name in FILES.items()}
   plots.write_text(paths["markdown"], tables.cortexbench_markdown(board))
   plots.write_text(paths["html"], tables.cortexbench_html(board, title=title))
   plots.write_text(paths["tasks"], tables.cortexbench_task_markdown(rows))
-  ranks = board.suite_ranks() if by == "suite" else cortexbench.task_ranks(rows)
+  ranks = board.suite_ranks() if by == "suite" else cortexbench_scores.task_ranks(rows)
   plots.rank_distribution(ranks, paths["plot"], title=f"{title}: rank distribution per {by}")
   return paths
 

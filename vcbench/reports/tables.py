@@ -13,6 +13,7 @@ import math
 from typing import Any, Iterable, Mapping
 
 from vcbench.benchmarks import cortexbench
+from vcbench.benchmarks import cortexbench_scores
 
 DASH = "–"
 INCOMPLETE_NOTE = ("Cells marked * (n/N) are incomplete: scored on n of the N tasks evaluated in "
@@ -24,7 +25,7 @@ def _num(x: float, digits: int = 1) -> str:
   return DASH if x is None or math.isnan(x) else f"{x:.{digits}f}"
 
 
-def format_score(score: cortexbench.SuiteScore | None) -> str:
+def format_score(score: cortexbench_scores.SuiteScore | None) -> str:
   """Formats "86.1 ± 2.1", "86.1 ± –" (no stderr), "41.3* (3/5)" (incomplete), "–" (no rows)."""
   if score is None:
     return DASH
@@ -42,7 +43,7 @@ def _md_escape(text: str) -> str:
   return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def _board_cells(board: cortexbench.Leaderboard) -> tuple[list[str], list[list[str]], bool, bool]:
+def _board_cells(board: cortexbench_scores.Leaderboard) -> tuple[list[str], list[list[str]], bool, bool]:
   """Header, body rows (plain text), whether any cell is incomplete, whether any se is missing."""
   header = (["Model"] + [cortexbench.SUITES[n].label for n in board.suites]
             + ["Ranked in", "Mean Rank", "Mean Success"])
@@ -75,7 +76,7 @@ def _notes(incomplete: bool, no_se: bool) -> list[str]:
   return ([INCOMPLETE_NOTE] if incomplete else []) + ([SE_NOTE] if no_se else [])
 
 
-def cortexbench_markdown(board: cortexbench.Leaderboard) -> str:
+def cortexbench_markdown(board: cortexbench_scores.Leaderboard) -> str:
   """The leaderboard as a markdown table with footnotes (see the module docstring)."""
   if not board.standings:
     return "_No CortexBench results._\n"
@@ -87,7 +88,7 @@ def cortexbench_markdown(board: cortexbench.Leaderboard) -> str:
   return text + "\n"
 
 
-def cortexbench_html(board: cortexbench.Leaderboard, title: str = "CortexBench") -> str:
+def cortexbench_html(board: cortexbench_scores.Leaderboard, title: str = "CortexBench") -> str:
   """The leaderboard as a standalone HTML document; every string is HTML-escaped."""
   header, body, incomplete, no_se = _board_cells(board)
   rows = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
@@ -122,10 +123,10 @@ th:first-child, td:first-child {{ text-align: left; }}
 def cortexbench_task_markdown(rows: Iterable[Mapping[str, Any]]) -> str:
   """Per-task table: rows PVRs (leaderboard order), columns task keys, mean ± se over seeds."""
   rows = list(rows)
-  scores = cortexbench.task_scores(rows)
+  scores = cortexbench_scores.task_scores(rows)
   if not scores:
     return "_No CortexBench results._\n"
-  board = cortexbench.leaderboard(rows)
+  board = cortexbench_scores.leaderboard(rows)
   keys = [cortexbench.task_key(n, t) for n in board.suites for t in board.tasks[n]]
   body = [[pvr] + [format_score(scores[pvr].get(k)) for k in keys] for pvr in board.pvrs()]
   no_se = any(math.isnan(s.stderr) for per in scores.values() for s in per.values())

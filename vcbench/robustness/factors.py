@@ -1,6 +1,7 @@
 """The Colosseum's perturbation factors as pure, seeded functions on MuJoCo model fields.
 
-A factor is `fn(key, fields, target, params) -> updates`: it reads model fields (a mapping
+A factor is `fn(key, fields, target, params) -> updates`, registered under its name and a stable
+integer id that keys its random draws (`episode_key`): it reads model fields (a mapping
 field name -> array) and returns, for each field it declares (`Factor.fields`), the entries it
 sets and their new values, `{field: (index, values)}`, only ever the entries of its targets
 (`target`: the scene's `SceneIndex`, integer arrays of MO/RO/table/floor geoms, bodies, camera,
@@ -18,7 +19,7 @@ MO_Size and RO_Size change meshes, which only a recompile can do: they are `reco
 factors whose function returns the scale per root body, and `scene.compile_scene` builds the
 model from it (refused on a compiled model with that reason).
 
-Parameters are data (`Params`): Colosseum's defaults (DESIGN.md; robot-colosseum's
+Parameters are data (`Params`): Colosseum's defaults (docs/design.md; robot-colosseum's
 `assets/configs/*.yaml`), overridable per task. Friction and mass are relative (a factor on
 the model's own value), since MetaWorld's objects span 0.01-11 kg; Colosseum samples absolute
 values from per-task ranges.
@@ -61,25 +62,42 @@ class Params:
 
 @dataclasses.dataclass(frozen=True)
 class Factor:
-  """A registered factor: its function, the model fields it writes, and where it runs."""
+  """A registered factor: its function, the model fields it writes, where it runs, and its
+  stable `id`, which its random draws are keyed by (`episode_key`)."""
   name: str
   fn: Callable[..., Any]
   fields: tuple[str, ...]
+  id: int
   recompile: bool = False
 
 
 FACTORS = Registry("perturbation factor")
 
 
-def register(name: str, fields: tuple[str, ...], recompile: bool = False):
+def register(name: str, fields: tuple[str, ...], *, id: int, recompile: bool = False):  # pylint: disable=redefined-builtin
+  """Registers `fn(key, fields, target, params)` as factor `name`.
+
+  `id` is the factor's for good: draws are keyed by it, so a factor added later (any unused id)
+  changes no other factor's draws. Ids are never reused."""
+  taken = {f.id: f.name for f in FACTORS.values()}
+  if not isinstance(id, int) or id < 0 or id in taken:
+    raise ValueError(f"factor {name!r}: id {id!r} must be a new int >= 0 (taken: {taken})")
+
   def decorator(fn):
-    FACTORS.register(name)(Factor(name, fn, fields, recompile))
+    FACTORS.register(name)(Factor(name, fn, tuple(fields), id, recompile))
     return fn
   return decorator
 
 
 def get(name: str) -> Factor:
   return FACTORS.get(name)
+
+
+def episode_key(base_seed: int, seed: int, name: str) -> jax.Array:
+  """The key factor `name` is drawn with in episode `seed`: the same whichever test set the
+  episode belongs to, so "all perturbations" draws each factor as its own test set does."""
+  key = jax.random.fold_in(jax.random.key(base_seed), seed)
+  return jax.random.fold_in(key, get(name).id)
 
 
 COLOURS = jnp.asarray(list(scene_lib.COLOURS.values()), jnp.float32)
@@ -116,15 +134,16 @@ def _on_geoms(key, fields, target, params, *, geoms: str, look) -> Updates:
 _LOOKS = ("geom_rgba", "geom_matid")
 # The floor around the table is the background of every MetaWorld view (Colosseum changes the
 # walls of its room).
-for _name, _geoms, _fn in (("MO_Color", "mo_geoms", _colour), ("RO_Color", "ro_geoms", _colour),
-                           ("MO_Texture", "mo_geoms", _texture),
-                           ("RO_Texture", "ro_geoms", _texture),
-                           ("Table_Texture", "table_geoms", _texture),
-                           ("Background_Texture", "floor_geom", _texture)):
-  register(_name, _LOOKS)(functools.partial(_on_geoms, geoms=_geoms, look=_fn))
+for _name, _id, _geoms, _fn in (("MO_Color", 0, "mo_geoms", _colour),
+                                ("RO_Color", 1, "ro_geoms", _colour),
+                                ("MO_Texture", 2, "mo_geoms", _texture),
+                                ("RO_Texture", 3, "ro_geoms", _texture),
+                                ("Table_Texture", 8, "table_geoms", _texture),
+                                ("Background_Texture", 10, "floor_geom", _texture)):
+  register(_name, _LOOKS, id=_id)(functools.partial(_on_geoms, geoms=_geoms, look=_fn))
 
 
-@register("Table_Color", _LOOKS)
+@register("Table_Color", _LOOKS, id=7)
 def table_colour(key, fields, target, params):
   del fields
   lo, hi = (jnp.asarray(b, jnp.float32) for b in params.table_colour_range)
@@ -132,7 +151,7 @@ def table_colour(key, fields, target, params):
   return _look(target.table_geoms, jnp.append(rgb, 1.0), -1)
 
 
-@register("Light_Color", ("light_diffuse",))
+@register("Light_Color", ("light_diffuse",), id=6)
 def light_colour(key, fields, target, params):
   """One colour for every light, as Colosseum's three directional lights."""
   lo, hi = (jnp.asarray(b, jnp.float32) for b in params.light_range)
@@ -157,7 +176,7 @@ def quat_mul(p: jax.Array, q: jax.Array) -> jax.Array:
                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
 
 
-@register("Camera_Pose", ("cam_pos", "cam_quat"))
+@register("Camera_Pose", ("cam_pos", "cam_quat"), id=11)
 def camera_pose(key, fields, target, params):
   """Position += U(±0.1 m)³; orientation rotated by Euler deltas U(±0.05 rad)³ in the
   camera's own frame."""
@@ -170,7 +189,7 @@ def camera_pose(key, fields, target, params):
   return {"cam_pos": (c, fields["cam_pos"][c] + dp), "cam_quat": (c, q / jnp.linalg.norm(q))}
 
 
-@register("Distractor", ("body_pos", "body_quat"))
+@register("Distractor", ("body_pos", "body_quat"), id=9)
 def distractor(key, fields, target, params):
   """`num_distractors` distinct objects of the pool, each at a uniform point of a random
   spawn boundary with a random yaw; the rest stay parked out of view."""
@@ -191,7 +210,7 @@ def _uniform(key, lo_hi):
   return jax.random.uniform(key, (), minval=lo_hi[0], maxval=lo_hi[1])
 
 
-@register("Friction", ("geom_friction",))
+@register("Friction", ("geom_friction",), id=12)
 def friction(key, fields, target, params):
   """The MO's sliding friction times one factor (Colosseum's `friction_same`)."""
   g = _rows(target.mo_geoms_all)
@@ -199,7 +218,7 @@ def friction(key, fields, target, params):
   return {"geom_friction": ((g, 0), fields["geom_friction"][g, 0] * s)}
 
 
-@register("Mass", ("body_mass", "body_inertia"))
+@register("Mass", ("body_mass", "body_inertia"), id=13)
 def mass(key, fields, target, params):
   """The MO's masses and inertias times one factor (its density changes, not its shape)."""
   s = _uniform(key, params.mass_range)
@@ -208,13 +227,13 @@ def mass(key, fields, target, params):
           "body_inertia": (b, fields["body_inertia"][b] * s)}
 
 
-@register("MO_Size", (), recompile=True)
+@register("MO_Size", (), id=4, recompile=True)
 def mo_size(key, fields, target, params):
   del fields, target
   return {"mo": _uniform(key, params.mo_size)}
 
 
-@register("RO_Size", (), recompile=True)
+@register("RO_Size", (), id=5, recompile=True)
 def ro_size(key, fields, target, params):
   del fields, target
   return {"ro": _uniform(key, params.ro_size)}

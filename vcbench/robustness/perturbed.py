@@ -1,10 +1,12 @@
 """A MetaWorld task in its Colosseum scene, perturbed afresh at every episode (a `HostSim`).
 
-The episode seed names the test set too: `encode(test_set, seed)` = index * STRIDE + seed, so
-one simulator (and one compiled rollout, one batch of worker processes) serves every test set
-of a task, and episodes of different test sets share a batch. `reset(code)` samples each
-factor of the test set from `episode_key(base_seed, seed, factor)` -- an episode is
-reproducible, and "all perturbations" draws each factor exactly as its own test set does for
+A sim is built with its test sets: an ordered mapping name -> the factors that test set applies
+on this task, or why it does not apply (the benchmark decides: `benchmarks.colosseum.test_sets`). The
+episode seed names the test set too: `encode(names, test_set, seed)` = its position * STRIDE +
+seed, so one simulator (and one compiled rollout, one batch of worker processes) serves every
+test set of a task, and episodes of different test sets share a batch. `reset(code)` samples
+each factor of the test set from `factors.episode_key(base_seed, seed, factor)` -- an episode
+is reproducible, and "all perturbations" draws each factor exactly as its own test set does for
 that episode -- then
 1. recompiles the scene if a size factor is on (meshes scale; the renderer is rebuilt),
 2. restores the base values of the fields the factors write and applies each factor's pure
@@ -19,58 +21,62 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Mapping, Sequence, Union
 
-import jax
 import numpy as np
 
-from vcbench.benchmarks import colosseum as col
 from vcbench.envs.mujoco import metaworld as mw
 from vcbench.envs.mujoco import scene as scene_lib
 from vcbench.robustness import factors as factors_lib
 
-
-# Every model field some factor writes: restored from the scene's base values each episode.
-_FACTOR_FIELDS = sorted({f for name in col.FACTORS for f in factors_lib.get(name).fields})
 STRIDE = 1_000_000  # Above every split's episode seeds (demos.SPLIT_OFFSETS + 100k).
+# test set -> the factors it applies, in order, or (a str) why it does not apply to the task.
+TestSets = Mapping[str, Union[Sequence[str], str]]
 
 
-def encode(test_set: str, seed: int) -> int:
-  """The HostSim seed of episode `seed` under `test_set`."""
+def _table(test_sets: TestSets | None) -> dict[str, tuple[str, ...] | str]:
+  return {name: v if isinstance(v, str) else tuple(v) for name, v in (test_sets or {}).items()}
+
+
+def encode(names: Sequence[str], test_set: str, seed: int) -> int:
+  """The HostSim seed of episode `seed` under `test_set`, one of `names` (a sim's test sets)."""
   if not 0 <= seed < STRIDE:
     raise ValueError(f"episode seed {seed} outside [0, {STRIDE})")
-  return col.TEST_SETS.index(col.check_test_set(test_set)) * STRIDE + seed
+  names = list(names)
+  if test_set not in names:
+    raise ValueError(f"test set {test_set!r} is not one of this simulator's {names}")
+  return names.index(test_set) * STRIDE + seed
 
 
-def decode(code: int) -> tuple[str, int]:
-  if not 0 <= code < len(col.TEST_SETS) * STRIDE:
-    raise ValueError(f"{code} is not a Colosseum episode code (test set * {STRIDE} + seed)")
-  return col.TEST_SETS[code // STRIDE], code % STRIDE
-
-
-def episode_key(base_seed: int, seed: int, factor: str) -> jax.Array:
-  """The key factor `factor` is drawn with in episode `seed`."""
-  key = jax.random.fold_in(jax.random.key(base_seed), seed)
-  return jax.random.fold_in(key, col.FACTORS.index(factor))
+def decode(names: Sequence[str], code: int) -> tuple[str, int]:
+  names = list(names)
+  if not 0 <= code < len(names) * STRIDE:
+    raise ValueError(f"{code} is not an episode code of test sets {names} (test set * "
+                     f"{STRIDE} + seed)")
+  return names[code // STRIDE], code % STRIDE
 
 
 def task_params(task: str, params: factors_lib.Params = factors_lib.Params()):
   """`params` with the task's own size ranges (Colosseum's per-task `scale_range`)."""
-  spec = col.task_spec(task)
+  spec = scene_lib.task_spec(task)
   return dataclasses.replace(params, mo_size=spec.mo_size or params.mo_size,
                              ro_size=spec.ro_size or params.ro_size)
 
 
 class PerturbedSim(mw.MetaWorldSim):
-  """`MetaWorldSim` on the Colosseum scene; `reset(encode(test_set, seed))`.
-
-  `excluded`: factors measured unsolvable on this task (left out of "all"; refused alone).
-  """
+  """`MetaWorldSim` on the Colosseum scene; `reset(encode(names, test_set, seed))`, where
+  `names` is the order of `test_sets` (test set -> the factors it applies)."""
 
   def __init__(self, task: str, render: mw.RenderConfig | None, max_path_length: int = 500,
-               base_seed: int = 0, excluded: tuple[str, ...] = (),
+               base_seed: int = 0, test_sets: TestSets | None = None,
                params: factors_lib.Params | None = None):
-    spec = col.task_spec(task)
-    self.base_seed, self.excluded = base_seed, tuple(excluded)
+    spec = scene_lib.task_spec(task)
+    self.base_seed = base_seed
+    self.test_sets = _table(test_sets)
+    # Unknown factors fail here, not in a worker's first episode. The fields the test sets'
+    # factors write are restored to the scene's values before each episode's draws.
+    self._fields = sorted({f for fs in self.test_sets.values() if not isinstance(fs, str)
+                           for name in fs for f in factors_lib.get(name).fields})
     self.params = task_params(task, params or factors_lib.Params())
     self._mo, self._ro = spec.mo, spec.ro
     if render is not None:
@@ -79,15 +85,6 @@ class PerturbedSim(mw.MetaWorldSim):
     self.render_config = render
     self._scales: dict[str, float] | None = None
     self._install({})
-
-  def factors(self, test_set: str) -> tuple[str, ...]:
-    """The factors `test_set` applies here; refuses one that does not apply, with why."""
-    if test_set not in (col.NONE, col.ALL):
-      reason = col.inapplicable(self.task, test_set) or (
-          "the scripted expert fails under it (measured)" if test_set in self.excluded else "")
-      if reason:
-        raise ValueError(f"Colosseum factor {test_set} does not apply to {self.task}: {reason}")
-    return col.factors_of(self.task, test_set, self.excluded)
 
   def _install(self, scales: dict[str, float]) -> None:
     """Puts the scene compiled with `scales` into the MetaWorld env (and the renderer)."""
@@ -98,7 +95,7 @@ class PerturbedSim(mw.MetaWorldSim):
     env.reset_mocap_welds()  # MetaWorld sets its weld constraints on the model it loads.
     mujoco.mj_forward(model, env.data)
     self.target = scene_lib.index(model, self._mo, self._ro)
-    self._base = {f: np.array(getattr(model, f)) for f in _FACTOR_FIELDS}
+    self._base = {f: np.array(getattr(model, f)) for f in self._fields}
     self._scales = scales
     if self.render_config is not None:
       if self._renderer is not None:
@@ -109,9 +106,11 @@ class PerturbedSim(mw.MetaWorldSim):
   def perturb(self, code: int) -> dict[str, float]:
     """Applies the factors of episode `code` (see `encode`); returns the sizes it drew."""
     import mujoco  # noqa: PLC0415
-    test_set, seed = decode(code)
-    names = self.factors(test_set)
-    keys = {name: episode_key(self.base_seed, seed, name) for name in names}
+    test_set, seed = decode(list(self.test_sets), code)
+    names = self.test_sets[test_set]
+    if isinstance(names, str):
+      raise ValueError(f"Colosseum test set {test_set} does not apply to {self.task}: {names}")
+    keys = {name: factors_lib.episode_key(self.base_seed, seed, name) for name in names}
     scales = factors_lib.scales(keys, self.params, self._mo, self._ro)
     if scales != self._scales:
       self._install(scales)
@@ -127,34 +126,11 @@ class PerturbedSim(mw.MetaWorldSim):
 
   def reset(self, seed: int):
     self.perturb(seed)
-    return super().reset(decode(seed)[1])
+    return super().reset(decode(list(self.test_sets), seed)[1])
 
 
 def make_sim(task: str, render: mw.RenderConfig | None, max_path_length: int,
-             base_seed: int = 0, excluded: tuple[str, ...] = ()):
+             base_seed: int = 0, test_sets: TestSets | None = None):
   """A picklable factory for `host.SimBatch` workers."""
   return functools.partial(PerturbedSim, task, render, max_path_length, base_seed,
-                           tuple(excluded))
-
-
-def expert_success(task: str, test_set: str, episodes: int, horizon: int,
-                   base_seed: int = 0, first_seed: int = 0,
-                   excluded: tuple[str, ...] = ()) -> dict:
-  """MetaWorld's scripted expert under `test_set` (no rendering): success rate (success at
-  any step within `horizon`) and mean length over `episodes` seeds from `first_seed`."""
-  policy = mw.expert_policy(task)
-  sim = PerturbedSim(task, None, horizon, base_seed, excluded)
-  successes, lengths = [], []
-  try:
-    for seed in range(first_seed, first_seed + episodes):
-      sim.reset(encode(test_set, seed))
-      for step in range(1, horizon + 1):
-        _, _, _, info = sim.step(sim.expert_action(policy))
-        if info["success"]:
-          break
-      successes.append(bool(info["success"]))
-      lengths.append(step)
-  finally:
-    sim.close()
-  return {"success_rate": float(np.mean(successes)), "mean_length": float(np.mean(lengths)),
-          "episodes": episodes}
+                           _table(test_sets))

@@ -44,6 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vcbench.registry import Registry
+from vcbench.robustness import crack
 from vcbench.robustness import imageops
 
 SEVERITIES = (1, 2, 3, 4, 5)
@@ -53,15 +55,17 @@ REFERENCE_SIZE = 224  # RobustNav's camera: spatial parameters are defined at th
 @dataclasses.dataclass(frozen=True)
 class Corruption:
   """A registered corruption: `fn(key, image, severity, *, scale=None)` (see the module
-  docstring), its valid severities, whether it ignores its key, and one line about it."""
+  docstring), its valid severities, whether it ignores its key, one line about it, and whether
+  an env draws it once per scene (a cracked lens stays cracked) rather than per frame."""
   name: str
   fn: Callable[..., jax.Array]
   severities: tuple[int, ...]
   deterministic: bool
   description: str
+  per_scene: bool = False
 
 
-CORRUPTIONS: dict[str, Corruption] = {}
+CORRUPTIONS = Registry("visual corruption")
 
 
 def _check_severity(name: str, severity, severities=SEVERITIES) -> None:
@@ -87,26 +91,61 @@ def _resolve_scale(name: str, image, scale) -> float:
   return float(scale)
 
 
+def corruption(name: str, fn: Callable[..., jax.Array], *, deterministic: bool,
+               description: str, severities: tuple[int, ...] = SEVERITIES,
+               per_scene: bool = False) -> Corruption:
+  """`fn(key, image, severity, *, scale, **kw)` (scale already resolved to a float) as a
+  checked `Corruption` (see the module docstring); `register` adds one to CORRUPTIONS."""
+  @functools.wraps(fn)
+  def checked(key, image, severity, *, scale=None, **kwargs):
+    _check(name, image, severity, severities)
+    return fn(key, image, int(severity), scale=_resolve_scale(name, image, scale), **kwargs)
+  return Corruption(name, checked, tuple(severities), deterministic, description, per_scene)
+
+
 def register(name: str, *, deterministic: bool, description: str,
-             severities: tuple[int, ...] = SEVERITIES):
-  """Decorates `fn(key, image, severity, *, scale, **kw)` (scale already resolved to a
-  float) into a checked corruption and adds it to CORRUPTIONS under `name`."""
+             severities: tuple[int, ...] = SEVERITIES, per_scene: bool = False):
+  """Decorates `fn` into a `corruption` registered in CORRUPTIONS under `name`; returns the
+  checked function."""
   def decorate(fn):
-    @functools.wraps(fn)
-    def corruption(key, image, severity, *, scale=None, **kwargs):
-      _check(name, image, severity, severities)
-      return fn(key, image, int(severity), scale=_resolve_scale(name, image, scale), **kwargs)
-    CORRUPTIONS[name] = Corruption(name, corruption, tuple(severities), deterministic,
-                                   description)
-    return corruption
+    c = corruption(name, fn, deterministic=deterministic, description=description,
+                   severities=severities, per_scene=per_scene)
+    CORRUPTIONS.register(name)(c)
+    return c.fn
   return decorate
 
 
 def get(name: str) -> Corruption:
-  """The registered corruption `name`; ValueError listing the valid names otherwise."""
-  if name not in CORRUPTIONS:
-    raise ValueError(f"unknown corruption {name!r}; valid names: {sorted(CORRUPTIONS)}.")
-  return CORRUPTIONS[name]
+  """The registered corruption `name`; an error listing the valid names otherwise."""
+  return CORRUPTIONS.get(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class VisualHook:
+  """The `NavEnv.visual` hook applying one registered corruption (hashable: jit-static).
+
+  Its randomness comes from (seed, episode, step), so every agent meets the same corruption on
+  the same frame; a `per_scene` corruption from (seed, scene) instead."""
+  name: str
+  severity: int
+  seed: int = 0
+
+  def __call__(self, scene, episode, step, rgb):
+    fold = jax.random.fold_in
+    key = jax.random.key(self.seed)
+    corruption = get(self.name)
+    key = (fold(fold(key, 0), scene) if corruption.per_scene
+           else fold(fold(fold(key, 1), episode), step))
+    return corruption.fn(key, rgb, self.severity)
+
+
+def corrupt(env, name: str, severity: int, seed: int = 0):
+  """`env` (a NavEnv) whose RGB frames are corrupted by `name` at `severity` (as
+  `dynamics.corrupt` corrupts its actions)."""
+  _check_severity(name, severity, get(name).severities)
+  if "rgb" not in env.sensors:
+    raise ValueError(f"{name} corrupts RGB but the env renders {env.sensors}")
+  return env.replace(visual=VisualHook(name, int(severity), seed))
 
 
 @functools.lru_cache(maxsize=None)
@@ -295,69 +334,6 @@ def lower_fov(key, image, severity, *, scale, hfov: float = 79.0, target_hfov: f
   return _round_uint8(out)
 
 
-# Camera crack geometry, lengths in pixels at 224.
-_CRACK_ARMS = 6        # radial cracks from each impact point.
-_CRACK_STEPS = 6       # segments of a radial crack.
-_BRANCH_STEPS = 3      # segments of the branch each radial crack sprouts.
-_CRACK_STEP = 14.0     # mean segment length.
-_CRACK_WIDTH = 0.8     # half-width of a crack's dark core near the impact (>= 0.5 px).
-_REFRACTION = 2.0      # how far the glass ridge along a crack displaces the view.
-
-
-def _walk(start, heading, turns, stretch, step: float):
-  """A polyline from `start` ([y, x]) whose heading turns by `turns` (radians) at every vertex
-  and whose segments are `stretch * step` long; returns its vertices [n + 1, 2] and the
-  segments' headings [n]."""
-  headings = heading + jnp.cumsum(turns)
-  moves = (step * stretch)[:, None] * jnp.stack([jnp.sin(headings), jnp.cos(headings)], -1)
-  return start + jnp.concatenate([jnp.zeros((1, 2)), jnp.cumsum(moves, axis=0)]), headings
-
-
-def _impact(key, shape, scale: float):
-  """One impact's crack segments, one row per radial crack (with its branch): start points
-  and end points [ARMS, S, 2] and core half-widths [ARMS, S]. Every draw comes from one
-  uniform call: each random call adds seconds of compilation."""
-  n = _CRACK_STEPS + _BRANCH_STEPS
-  draws = jax.random.uniform(key, (2 + _CRACK_ARMS * (2 * n + 3),))
-  centre = (0.15 + 0.7 * draws[:2]) * jnp.array(shape)
-  u = draws[2:].reshape(_CRACK_ARMS, 2 * n + 3)
-  turns = 0.9 * (u[:, n + 3:] - 0.5)  # Heading jitter per vertex, uniform in +-0.45 rad.
-  width, step = _CRACK_WIDTH * scale, _CRACK_STEP * scale
-  taper = 1.0 - 0.6 * jnp.arange(_CRACK_STEPS) / _CRACK_STEPS
-
-  def arm(j, u, turns):
-    heading = 2 * jnp.pi * (j + 0.6 * u[n] - 0.3) / _CRACK_ARMS
-    pts, headings = _walk(centre, heading, turns[:_CRACK_STEPS], 0.5 + u[:_CRACK_STEPS], step)
-    at = 1 + jnp.minimum(u[n + 1] * (_CRACK_STEPS - 1), _CRACK_STEPS - 2).astype(jnp.int32)
-    side = 2.0 * u[n + 2] - 1.0  # Sign: which side the branch leaves on; size: how sharply.
-    turn = jnp.sign(side) * (0.4 + 0.6 * jnp.abs(side))
-    branch, _ = _walk(pts[at], headings[at] + turn, turns[_CRACK_STEPS:],
-                      0.5 + u[_CRACK_STEPS:n], 0.6 * step)
-    widths = jnp.concatenate([width * taper, jnp.full(_BRANCH_STEPS, 0.6 * width * taper[at])])
-    return (jnp.concatenate([pts[:-1], branch[:-1]]), jnp.concatenate([pts[1:], branch[1:]]),
-            jnp.maximum(widths, 0.5))  # Thinner lines would break up into dashes.
-
-  return jax.vmap(arm)(jnp.arange(_CRACK_ARMS), u, turns)
-
-
-def _crack_distance(starts, ends, widths, shape) -> jax.Array:
-  """Distance from every pixel centre to the nearest crack, in that crack's half-widths
-  [H, W]; one radial crack (a row of segments) per scan step bounds the memory."""
-  y = jnp.arange(shape[0], dtype=jnp.float32)[:, None, None]
-  x = jnp.arange(shape[1], dtype=jnp.float32)[None, :, None]
-
-  def nearest(best, row):
-    a, b, w = row
-    ey, ex = b[:, 0] - a[:, 0], b[:, 1] - a[:, 1]
-    py, px = y - a[:, 0], x - a[:, 1]
-    t = jnp.clip((py * ey + px * ex) / jnp.maximum(ey * ey + ex * ex, 1e-6), 0.0, 1.0)
-    qy, qx = py - t * ey, px - t * ex
-    return jnp.minimum(best, jnp.min((qy * qy + qx * qx) / (w * w), axis=-1)), None
-
-  best, _ = jax.lax.scan(nearest, jnp.full(shape, jnp.inf), (starts, ends, widths))
-  return jnp.sqrt(best)
-
-
 def crack_layers(key: jax.Array, shape: tuple[int, int], severity: int,
                  scale: float | None = None) -> dict[str, jax.Array]:
   """`camera_crack`'s crack for an image of `shape` (H, W), independent of the image: dark
@@ -369,12 +345,12 @@ def crack_layers(key: jax.Array, shape: tuple[int, int], severity: int,
   _check_severity("crack_layers", severity)
   scale = min(shape) / REFERENCE_SIZE if scale is None else scale
   keys = jax.vmap(jax.random.fold_in, (None, 0))(key, jnp.arange(int(severity)))
-  impacts = jax.vmap(lambda k: _impact(k, shape, scale))(keys)
-  u = _crack_distance(*(a.reshape(-1, *a.shape[2:]) for a in impacts), shape)
+  impacts = jax.vmap(lambda k: crack.impact(k, shape, scale))(keys)
+  u = crack.distance(*(a.reshape(-1, *a.shape[2:]) for a in impacts), shape)
   core = jnp.clip(1.5 - u, 0.0, 1.0)  # Antialiased: opaque within 0.5 half-widths, none past 1.5.
   rim = jnp.exp(-(u - 2.5) ** 2) * (1.0 - core)
   ridge = jnp.stack(jnp.gradient(jnp.exp(-(u / 3.0) ** 2)))  # The glass bulges along a crack.
-  return {"core": core, "rim": rim, "shift": _REFRACTION * scale * ridge}
+  return {"core": core, "rim": rim, "shift": crack.REFRACTION * scale * ridge}
 
 
 def apply_crack(image: jax.Array, layers: dict[str, jax.Array]) -> jax.Array:
@@ -388,7 +364,7 @@ def apply_crack(image: jax.Array, layers: dict[str, jax.Array]) -> jax.Array:
   return _round_uint8(seen + 0.85 * layers["core"][..., None] * (20.0 - seen))
 
 
-@register("camera_crack", deterministic=False,
+@register("camera_crack", deterministic=False, per_scene=True,
           description="procedural cracked lens: `severity` impact points with radial cracks")
 def camera_crack(key, image, severity, *, scale):
   """Cracked camera glass: from each of `severity` impact points (impact i from

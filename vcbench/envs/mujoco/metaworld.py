@@ -10,7 +10,7 @@
   (`corner`, `corner2`, `topview`, ...) is accepted by name; MetaWorld's fixed cameras were
   authored for mujoco-py's flipped images, so they are flipped upright.
 - The CPU render profile (`RenderConfig.fast`, default on) turns off MSAA, shadows,
-  reflections and the skybox: ~8 -> ~100 frames/s on these CPUs (../shared/STACK.md).
+  reflections and the skybox: ~8 -> ~100 frames/s on these CPUs.
 - `proprio` = the first 4 entries of MetaWorld's observation (hand xyz, gripper opening), as
   eai-vc's `get_proprioception`; `state` = hand, gripper, object poses and goal (the state
   oracle's "embedding"); success = MetaWorld's `success` flag.
@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.metadata
 import os
 import re
 import warnings
 
 import numpy as np
+
+from vcbench.envs.core import RenderConfig  # noqa: F401 - MetaWorld's frames are configured by it.
 
 CORTEXBENCH_TASKS = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")
 PROPRIO_DIM = 4
@@ -42,17 +45,6 @@ class FreeCamera:
 # the far side of the table, so the arm, objects and goals are all in view.
 CAMERAS = {"top_cap2": FreeCamera(lookat=(0.0, 0.62, 0.1), distance=1.35, azimuth=-90.0,
                                   elevation=-50.0)}
-
-
-@dataclasses.dataclass(frozen=True)
-class RenderConfig:
-  """How frames are rendered; part of every demo and embedding cache key."""
-  size: int = 256
-  camera: str = "top_cap2"
-  fast: bool = True
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
 
 
 def _module():
@@ -77,6 +69,20 @@ def check_task(task: str) -> str:
     hint = f" Did you mean one of {close}?" if close else ""
     raise ValueError(f"unknown MetaWorld task {task!r}.{hint} Valid tasks: {names}")
   return task
+
+
+def version() -> str:
+  """The installed MetaWorld's version (part of every demo cache key)."""
+  try:
+    return importlib.metadata.version("metaworld")
+  except importlib.metadata.PackageNotFoundError:
+    return "unknown"
+
+
+def expert(task: str):
+  """(sim, obs) -> action: MetaWorld's scripted policy for `task` acting in a `MetaWorldSim`."""
+  policy = expert_policy(task)
+  return lambda sim, obs: sim.expert_action(policy)
 
 
 def expert_policy(task: str):

@@ -15,6 +15,8 @@ MetaWorld's own XML is extended, never edited by hand, with what the factors nee
   task's targets and grasp points) move with the object -- MetaWorld's analogue of Colosseum
   rescaling its waypoints with the object. Masses are kept.
 The clean scene renders the same pixels as the plain MetaWorld task through `top_cap2` (test).
+`TASKS` says, per MetaWorld task, which bodies are its manipulation object (MO) and receiver
+object (RO) and how far each may be scaled.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import dataclasses
 import functools
 import math
 import os
+from typing import Mapping
 
 import numpy as np
 
@@ -109,6 +112,64 @@ DISTRACTORS: dict[str, tuple[Part, ...]] = {
                  Part("sphere", (0.022,), pos=(0, 0, 0.07), colour="purple"),
                  Part("sphere", (0.022,), pos=(0, 0, -0.03), colour="purple")),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# What the object factors act on, per MetaWorld task.
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """Which objects of a MetaWorld task the object factors act on, and their ranges.
+
+  Attributes:
+    primitive: the Colosseum task primitive this task stands for.
+    mo: names of the manipulation object's root bodies (the factors act on their subtrees).
+    ro: names of the receiver object's root bodies; () when the task has none.
+    mo_size: MO scale range, or None when the MO cannot be scaled (reason in `notes`).
+    ro_size: RO scale range, or None.
+    notes: factor -> why it does not apply to this task (the paper's '-').
+  """
+  primitive: str
+  mo: tuple[str, ...]
+  ro: tuple[str, ...] = ()
+  mo_size: tuple[float, float] | None = (0.75, 1.25)
+  ro_size: tuple[float, float] | None = (0.75, 1.25)
+  notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+TASKS: dict[str, TaskSpec] = {
+    # The five CortexBench MetaWorld tasks.
+    "assembly": TaskSpec("insert", mo=("RoundNut",), ro=("peg",), mo_size=(0.9, 1.1),
+                         ro_size=(0.9, 1.1)),
+    "bin-picking": TaskSpec("pick-and-place", mo=("obj",), ro=("bin_goal",),
+                            mo_size=(0.85, 1.15), ro_size=(0.9, 1.1)),
+    "button-press-topdown": TaskSpec(
+        "press", mo=("button",), ro=("box",), mo_size=None, ro_size=(0.85, 1.15),
+        notes={"MO_Size": "the button is a part of the button box (scale the box: RO_Size)"}),
+    "drawer-open": TaskSpec("open", mo=("drawer",), ro=(), mo_size=(0.75, 1.0),
+                            ro_size=None),
+    "hammer": TaskSpec("hit", mo=("hammerbody",), ro=("box",), mo_size=(0.9, 1.1),
+                       ro_size=(0.9, 1.1)),
+    # Five more, one per remaining Colosseum primitive.
+    "door-open": TaskSpec("open", mo=("door",), ro=(), mo_size=(0.85, 1.15), ro_size=None),
+    "faucet-open": TaskSpec("turn", mo=("faucetBase",), ro=(), mo_size=(0.75, 1.25),
+                            ro_size=None),
+    "push": TaskSpec("slide to target", mo=("obj",), ro=(), mo_size=(0.75, 1.25),
+                     ro_size=None),
+    "pick-place": TaskSpec("pick-and-place", mo=("obj",), ro=(), mo_size=(0.75, 1.25),
+                           ro_size=None),
+    "peg-insert-side": TaskSpec("insert", mo=("peg",), ro=("box",), mo_size=(0.9, 1.1),
+                                ro_size=(0.9, 1.1)),
+}
+
+
+def task_spec(task: str) -> TaskSpec:
+  try:
+    return TASKS[task]
+  except KeyError:
+    raise KeyError(f"no Colosseum task spec for MetaWorld task {task!r}; tasks with one: "
+                   f"{sorted(TASKS)}") from None
 
 
 def _assets_dir() -> str:

@@ -1,0 +1,135 @@
+"""Old stores stay valid: every job's default configs hash as they did before the jobs moved
+into vcbench/jobs (the values below were computed by the earlier code), so cells already in a
+store are still found done; and the demo cache keys are unchanged, so cached demos are reused.
+
+A failing value here means stored results of that config will be recomputed: change it only
+with a change that is meant to invalidate them, and say so.
+"""
+import pytest
+
+from configs import colosseum, cortexbench, nav, robustnav, zoo_demo
+from vcbench.data import demos
+from vcbench.envs.core import RenderConfig
+from vcbench.jobs import colosseum as colosseum_job
+from vcbench.jobs import cortexbench as cortexbench_job
+from vcbench.jobs import grid
+from vcbench.jobs import nav as nav_job
+from vcbench.jobs import robustnav as robustnav_job
+
+GOLDEN = {
+    "colosseum:full":
+        "4fdec4c223f6354ec835fd858f251d01de6ad98b038f96e5c311475f264d2343",
+    "colosseum:tiny":
+        "5e2a240631f03b03d88880114f22b4fe040be58c4e9df4b0960627c2db7e225e",
+    "cortexbench:full":
+        "d7ae490988537d9e6364a52c72efcabd3436f5a40617f9515e001604f345f443",
+    "cortexbench:full:finetune":
+        "929e3c2c3b93cb4e7214cce9ec667bd8ee73cfa855924c535d09ecf5ccc0d094",
+    "cortexbench:full:mae":
+        "f1bc191675b8b381d50446d135f7995db8b55a42d41bd76f19a4c2318768ab03",
+    "cortexbench:full:mae_scratch":
+        "33b7c5a5298882535e1b2c0145f412146dfc76fa28d5cb9e6ea7ff28a692d769",
+    "cortexbench:quick":
+        "6c2e8912f78c578d9ad69443d5ebc78c0d29fec084eed513283cc3443c0bcc3f",
+    "cortexbench:quick:finetune":
+        "84ba535ea9a9724ab868cf54415306ad55abb0366a1ef072b98b89d078d31d18",
+    "cortexbench:quick:mae":
+        "ce87f7250b053f329d553966bf88de09143cb06c2a2ea9b5e5fa0da9338c0088",
+    "cortexbench:quick:mae_scratch":
+        "7ad6cbb4ff6e5ce66b86a4259f15d55d4fc97b8ff686880b69e33b26330f1a55",
+    "cortexbench:tiny":
+        "92bce4c0829e2e2ef0d05e7b105588a68e83654bf2b9632c4fd7b26f917ef022",
+    "cortexbench:tiny:finetune":
+        "cced0ad1d9a4c504fdde617937c3378efc77cc9a4d25370fd0009ce4e4d17f8c",
+    "cortexbench:tiny:mae":
+        "1122eb9b88bfe2ba2d3fc93ce36a12557858693c5fd55034b5f315111a070a9a",
+    "cortexbench:tiny:mae_scratch":
+        "c1fc61333c4a54394f06440e929906775c2e54054d24b71991e9df47578fb71b",
+    "demos:assembly:128":
+        "d7cbb82233c65fb17ffe11e469c5c0620d0499a5d30c82e332730a75dc0d0d2d",
+    "demos:assembly:64":
+        "7fb00dd4f05bf570ca6de3703af6d0a15bfb13dd6593f187de51cf0d0bc8d6bc",
+    "demos:colosseum:hammer":
+        "934513a828c19c1cd6dd9f42535c5e18f61129214c3243f667951c3a2d11adbf",
+    "demos:drawer-open:128":
+        "35a4676b274f6f0ccab523877fc059980cd6dea602f7e0be9bb4b8587ee8140f",
+    "demos:drawer-open:64":
+        "d8146f10df895d7f328fea4a6dcd941e6150d073e0a24c588e04e2b82852ef39",
+    "nav:imagenav":
+        "ba61d35099a779b14ca44280e74c875e0ce27d1e62575ce05c2461944a09c7d7",
+    "nav:objectnav_bc":
+        "acc0f402b262cbe01fc60b290aec5fe26b92d36cc088ab2340464c33ecf84d4e",
+    "nav:pointnav_depth":
+        "ad2212173f6ae001911577d75d1322f52aead44172bb6616d0b76f63b5f13c0e",
+    "nav:pointnav_rgb":
+        "97a014246f5458a11d8172ff6d633a18a0833bf3b8e48be20fb376aca819955a",
+    "nav:pointnav_rgbd":
+        "808fd5ac41c7bb2f67ec4624903d36cd22383ebdc75488873f904cd91dbed86e",
+    "nav:tiny":
+        "a03091aac29c5ec88b21aa86d5082f3a327a23b62337faa3d27bf1ab568c4a7f",
+    "nav:tiny_rgbd":
+        "d9a1a544620db02511108942040947310e5699de9aad33afafe00b4937883f22",
+    "robustnav:full":
+        "e2d865ad7663ddc1d8b541299dbc8a4ca260e78a261e9b7d0b45bbec25b99543",
+    "robustnav:table2":
+        "e2d865ad7663ddc1d8b541299dbc8a4ca260e78a261e9b7d0b45bbec25b99543",
+    "robustnav:tiny":
+        "fd54204c40860b2ed487cb8cccdcf85ffb8ce27f9e3bef10405e750ae531962c",
+    "zoo_demo:default":
+        "33926dc55e2f4aa7fadb22a82ab0e1e5df99a7bf7eafad50349844003ad8029b",
+    "zoo_demo:quick":
+        "6fc7424c5fb7d00f57de062c85e3d27ec9c28abeb3288d0304026bf9d4e60098",
+}
+
+
+class _Agent:
+  variant = "pointnav_rgb"
+  info = {"agent_update": 500, "agent_val_success": 56.0, "agent_steps": 2048000}
+
+
+def _hashes():
+  out = {}
+  for v in cortexbench.VARIANTS:
+    out[f"cortexbench:{v}"] = cortexbench_job.config_hash(cortexbench.get_config(v))
+    for a in ("mae", "mae_scratch", "finetune"):
+      c = cortexbench.get_config(v)
+      c.adaptation = a
+      out[f"cortexbench:{v}:{a}"] = cortexbench_job.config_hash(c)
+  for v in colosseum.VARIANTS:
+    out[f"colosseum:{v}"] = colosseum_job.config_hash(colosseum.get_config(v))
+  for v in nav.VARIANTS:
+    out[f"nav:{v}"] = nav_job.config_hash(nav.get_config(v))
+  for v in robustnav.VARIANTS:
+    out[f"robustnav:{v}"] = robustnav_job.config_hash(robustnav.get_config(v), _Agent())
+  for v in zoo_demo.VARIANTS:
+    out[f"zoo_demo:{v}"] = grid.config_hash(zoo_demo.get_config(v))
+  return out
+
+
+@pytest.mark.parametrize("name", [k for k in GOLDEN if not k.startswith("demos:")])
+def test_default_configs_hash_as_before(name):
+  assert _hashes()[name] == GOLDEN[name]
+
+
+def test_demo_cache_keys_as_before():
+  pytest.importorskip("metaworld")
+  from vcbench.envs.mujoco import metaworld as mw  # pylint: disable=import-outside-toplevel
+  if mw.version() != "3.1.1":
+    pytest.skip(f"the keys were recorded with metaworld 3.1.1, this is {mw.version()}")
+  for task in ("assembly", "drawer-open"):
+    for size in (128, 64):
+      cfg = demos.DemoConfig(task=task, num_demos=10, render=RenderConfig(size=size))
+      assert cfg.key(mw.version()) == GOLDEN[f"demos:{task}:{size}"]
+  cfg = demos.DemoConfig(task="hammer", num_demos=100, render=RenderConfig(size=128),
+                         max_steps=200, max_attempts=200)
+  assert cfg.key(mw.version()) == GOLDEN["demos:colosseum:hammer"]
+
+
+def test_a_changed_colosseum_definition_changes_the_hash(monkeypatch):
+  from vcbench.benchmarks import colosseum as col  # pylint: disable=import-outside-toplevel
+  config = colosseum.get_config("tiny")
+  before = colosseum_job.config_hash(config)
+  defs = col.definitions()
+  defs["factors"]["Mass"]["id"] = 99
+  monkeypatch.setattr(col, "definitions", lambda: defs)
+  assert colosseum_job.config_hash(config) != before

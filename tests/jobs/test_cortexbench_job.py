@@ -1,0 +1,116 @@
+"""The CortexBench job end to end on a tiny setting: demos -> embeddings -> BC -> rollouts ->
+result store -> report; resume; config refusals. And the learning sanity check (slow)."""
+import json
+
+import pytest
+
+pytest.importorskip("metaworld")
+
+import launching  # noqa: E402
+from configs import cortexbench as cortexbench_config  # noqa: E402
+from vcbench import config as config_lib  # noqa: E402
+from vcbench import jobs  # noqa: E402
+from vcbench import store as store_lib  # noqa: E402
+from vcbench.jobs import cortexbench as job  # noqa: E402
+from vcbench.reports import report as report_lib  # noqa: E402
+
+_launch = launching.main
+
+
+def test_tiny_end_to_end_writes_records_the_report_reads(tmp_path):
+  args = ["--config", "configs/cortexbench.py:tiny", f"--config.workdir={tmp_path / 'run'}",
+          "--config.pvrs=('state_oracle', 'random_vit_ti')"]
+  first = _launch(*args, tmp_path=tmp_path)
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "NOTE: the 'tiny' variant reduces the CortexBench protocol" in first.stdout
+  assert "| state_oracle |" in first.stdout and "| random_vit_ti |" in first.stdout
+  store = store_lib.ResultStore(tmp_path / "run" / "results.jsonl")
+  rows = store.to_rows()
+  assert sorted(r["pvr"] for r in rows) == ["random_vit_ti", "state_oracle"]
+  for r in rows:
+    assert r["task"] == "metaworld/button-press-topdown" and r["benchmark"] == "cortexbench"
+    assert 0 <= r["score"] <= 100 and r["episodes"] == 2 and r["extra/protocol"] == "tiny"
+    assert [e for e, _ in r["val_curve"]] == [2, 4]
+  paths = report_lib.write_report(rows, tmp_path / "report")
+  assert "random_vit_ti" in paths["markdown"].read_text()
+  assert (tmp_path / "run" / "report" / "rank_distribution.png").stat().st_size > 1000
+  second = _launch(*args, tmp_path=tmp_path)
+  assert second.returncode == 0, second.stderr[-3000:]
+  assert "(2 already in" in second.stdout
+  assert len(store.records()) == 2
+
+
+def _config(**kw):
+  c = cortexbench_config.get_config("tiny")
+  for k, v in kw.items():
+    setattr(c, k, v)
+  return c
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("tasks", ("drawer-opn",), "drawer-opn.*drawer-open"),
+    ("pvrs", ("vc2",), "vc2.*state_oracle"),
+    ("suite", "dmc", "dmc.*metaworld"),
+    ("epochs", 0, "epochs"),
+    ("checkpoints", "vc1_vitb", "expected 'name=value'"),
+    ("checkpoints", "vc1_vitb=/x.pth", "not one of"),
+])
+def test_bad_values_are_refused_with_the_valid_ones(key, value, match):
+  with pytest.raises(config_lib.ConfigError, match=match):
+    jobs.resolve(_config(**{key: value}))
+
+
+@pytest.mark.slow
+def test_state_oracle_learns_button_press_and_drawer_open(tmp_path):
+  """Learning sanity: the state oracle reaches >= 80% test success on
+  button-press-topdown and drawer-open under the full BC protocol (25 demos, 100 epochs,
+  validation every 5 epochs, 25 test episodes), one seed. ~3 min on 2 CPU cores."""
+  out = _launch("--config", "configs/cortexbench.py", f"--config.workdir={tmp_path / 'run'}",
+                "--config.tasks=('button-press-topdown', 'drawer-open')",
+                "--config.pvrs=('state_oracle',)", "--config.seeds=(0,)", tmp_path=tmp_path,
+                timeout=1800)
+  assert out.returncode == 0, out.stderr[-3000:]
+  rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+  scores = {r["task"]: r["score"] for r in rows}
+  print(json.dumps(scores))
+  assert len(scores) == 2 and min(scores.values()) >= 80, scores
+
+
+def test_growing_the_sweep_keeps_the_cells_already_done():
+  base = cortexbench_config.get_config("tiny")
+  grown = cortexbench_config.get_config("tiny")
+  grown.seeds, grown.pvrs = (0, 1, 2), ("state_oracle", "random_vit_s")
+  grown.workdir, grown.num_workers = "/elsewhere", 2
+  assert job.config_hash(base) == job.config_hash(grown)
+  changed = cortexbench_config.get_config("tiny")
+  changed.epochs = 5
+  assert job.config_hash(changed) != job.config_hash(base)
+
+
+def test_a_suite_added_from_test_code_runs_through_the_job_with_a_return_score(tmp_path):
+  """A new suite is one simulator file and one suite entry: the point mass, scored by return,
+  registered here, goes through demos -> embeddings -> BC -> rollouts -> store -> report."""
+  from vcbench.benchmarks import cortexbench  # pylint: disable=import-outside-toplevel
+  from vcbench.envs import pointmass  # pylint: disable=import-outside-toplevel
+  suite = cortexbench.Suite("pointmass", "Point mass", ("reach",), num_demos=4, eval_episodes=3,
+                            horizon=12, metric="return/10", available=True,
+                            make_sim=pointmass.make_sim, expert=pointmass.expert,
+                            state_dim=pointmass.STATE_DIM)
+  config = cortexbench_config.get_config("tiny")
+  config.suite, config.tasks, config.horizon = "pointmass", ("reach",), 12
+  config.pvrs = ("state_oracle", "random_vit_ti")
+  config.render_size, config.img_size = 16, 32
+  config.workdir = str(tmp_path / "run")
+  with cortexbench.SUITES.temporarily("pointmass", suite):
+    text = jobs.resolve(config).run(config)
+    rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+    assert "Point mass" in text and "| state_oracle |" in text
+  assert sorted(r["pvr"] for r in rows) == ["random_vit_ti", "state_oracle"]
+  for r in rows:
+    assert r["task"] == "pointmass/reach" and r["episodes"] == config.test_episodes
+    assert r["score"] == pytest.approx(r["mean_return"] / 10) and r["mean_return"] < 0
+    assert r["mean_length"] == config.horizon   # Return-scored: no episode stops at success.
+  demos = list((tmp_path / "run" / "data" / "pointmass" / "reach").glob("demos-*.json"))
+  meta = json.loads(demos[0].read_text())["meta"]
+  assert meta["attempts"] == config.num_demos and meta["lengths"] == [12] * config.num_demos
+  assert all(ret < 0 for ret in meta["returns"])    # Every expert episode is kept.

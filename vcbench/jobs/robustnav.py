@@ -1,0 +1,152 @@
+"""The RobustNav job: clean agents -> every corruption condition -> result store; then Table 3's
+ways to resist corruptions on the RGB agent (configs/robustnav.py has the variants).
+
+Each evaluated cell is a store record (benchmark 'robustnav', task = the agent's nav variant,
+adaptation = 'none' | 'pad_ap' | 'pad_rp' | 'finetune' | 'augment', corruption = the
+condition's name, severity); cells already stored for this config are skipped. Adapted params
+are checkpointed under <workdir>/adapt/<agent>/<config hash>/<method>/<condition>, so a killed run
+resumes without redoing an adaptation. Adaptation interacts with the *training* apartments under the
+corruption (the calibration phase); evaluation uses the val apartments' fixed episodes. The
+agents are configs/nav.py runs under `nav_workdir` (trained first if absent).
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+
+import ml_collections
+
+from vcbench import config as config_lib
+from vcbench.algos import pad as pad_lib
+from vcbench.benchmarks import robustnav as rn
+from vcbench.jobs import grid as grid_lib
+from vcbench.jobs import nav as nav_job
+from vcbench.store import Cell, ResultStore
+
+# What decides a cell's numbers is the rest of the config and the agent; not which other cells
+# a launch computes, nor where.
+NOT_HASHED = ("workdir", "eval_batch", "agents", "sweep", "only", "extra", "variant",
+              "nav_config", "adapt.methods", "adapt.corruptions")
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """RobustNav's Table 2 (+ the severity sweep) and Table 3 on vcbench-nav's PointNav agents."""
+  c = ml_collections.ConfigDict()
+  c.job = "robustnav"
+  c.variant = "full"
+  c.workdir = "runs/robustnav"
+  c.nav_config = "configs/nav.py"   # The agents' config file: agents are its variants.
+  c.nav_workdir = "runs/nav"
+  c.agents = ("pointnav_rgb", "pointnav_rgbd")
+  c.nav_updates = 0             # 0: the nav variant's own num_updates (it must match the run)
+  c.val_scenes = 15             # RobustNav: RoboTHOR's 15 val scenes
+  c.episodes = 150              # per condition, balanced over the difficulty bins (RobustNav
+                                # uses 1100; CPU budget)
+  c.eval_batch = 150
+  c.seed = 0
+  c.sweep = True                # also severities 1-4 of the graded visual corruptions
+  c.only = ()                   # condition names to keep (e.g. 'spatter+motion_drift'); (): all
+  c.extra = ()                  # more conditions, "name[:severity]" (severity 5 by default), of
+                                # any registered corruption, e.g. "fog:3" or "fog+motion_drift"
+  c.adapt = a = ml_collections.ConfigDict()
+  a.agent = "pointnav_rgb"      # Table 3 is about the RGB agent
+  a.methods = rn.METHODS
+  # At severity 5; adaptation runs in each. Spatter, the most damaging, costs ~8 min per 166k
+  # adaptation steps on this CPU (its liquid layer is drawn at 224 px whatever the frame size).
+  a.corruptions = ("defocus_blur", "lower_fov")
+  a.budget = 166_000            # calibration budget, env steps (RobustNav)
+  a.augment_steps = 409_600     # PPO steps with augmented frames, from the clean agent
+  a.finetune_lr = 2.5e-4
+  a.pad = pad_lib.default_config()
+  return c
+
+
+def _parse(spec: str) -> rn.Condition:
+  name, _, severity = spec.partition(":")
+  return rn.Condition.parse(name, int(severity) if severity else 5)
+
+
+def conditions(config) -> list[rn.Condition]:
+  """Table 2 (+ the sweep, + `extra`), kept to `only` when it names any."""
+  out = rn.table2() + (rn.sweep() if config.sweep else []) + [_parse(s) for s in config.extra]
+  return [c for c in out if c.name in set(config.only)] if config.only else out
+
+
+def validate(config) -> None:
+  for variant in list(config.agents) + [config.adapt.agent]:
+    nav_config(config, variant)
+  config_lib.require_choice(config, "adapt.methods", rn.METHODS)
+  try:
+    conditions(config)
+    for name in list(config.adapt.corruptions) + list(config.only):
+      rn.Condition.parse(name, 5)
+  except ValueError as e:
+    raise config_lib.ConfigError(f"config: {e}") from None
+  pad_lib.check_config(config.adapt.pad)
+
+
+def nav_config(config, variant: str) -> ml_collections.ConfigDict:
+  """The nav job config of agent `variant` (a variant of `config.nav_config`), under
+  `nav_workdir`."""
+  try:
+    nav = config_lib.load_file(f"{config.nav_config}:{variant}")
+  except ValueError as e:   # An unknown variant.
+    raise config_lib.ConfigError(f"agents: {e}") from None
+  nav.workdir = config.nav_workdir
+  if config.nav_updates:
+    nav.ppo.num_updates = config.nav_updates
+  return nav
+
+
+def agent(config, variant: str) -> rn.Agent:
+  """The clean-trained agent `variant`, trained first if `nav_workdir` has none."""
+  nav = nav_config(config, variant)
+  if not (pathlib.Path(nav.workdir) / variant / "best" / "validation.json").exists():
+    print(f"robustnav: no trained {variant} under {nav.workdir}; training it", flush=True)
+    nav_job.run(nav)
+  return rn.Agent(nav)
+
+
+def config_hash(config, a: rn.Agent) -> str:
+  return grid_lib.config_hash(config, NOT_HASHED, agent=a.variant, **a.info)
+
+
+def run(config) -> dict:
+  conds = conditions(config)
+  for variant in config.agents:
+    a = agent(config, variant)
+    env = a.env("val", config.episodes, config.val_scenes)
+    evaluate_cells(config, a, "none", a.params, conds, env)
+  m = config.adapt
+  if m.methods:
+    a = agent(config, m.agent)
+    env = a.env("val", config.episodes, config.val_scenes)
+    targets = [rn.Condition.parse(name, 5) for name in m.corruptions]
+    root = pathlib.Path(config.workdir) / "adapt" / a.variant / config_hash(config, a)[:12]
+    for method in m.methods:
+      # Augmentation trains once, on clean frames, and is evaluated clean and corrupted.
+      for cond in ([rn.Condition()] if method == "augment" else targets):
+        params = rn.adapt(a, method, cond, root / method, m, config.seed)
+        evaluate_cells(config, a, method, params,
+                       [rn.Condition()] + targets if method == "augment" else [cond], env)
+  rows = ResultStore(pathlib.Path(config.workdir) / "results.jsonl").to_rows(
+      benchmark=rn.BENCHMARK, latest_only=True)
+  return {"records": float(len(rows))}
+
+
+def evaluate_cells(config, a: rn.Agent, adaptation: str, params, conds, env) -> None:
+  grid = grid_lib.Grid(f"robustnav {a.variant} [{adaptation}]", config.workdir,
+                       config_hash(config, a))
+  units = [grid_lib.Unit((cond,), (Cell(benchmark=rn.BENCHMARK, task=a.variant,
+                                        pvr="scratch_cnn", adaptation=adaptation,
+                                        seed=int(config.seed), corruption=cond.name,
+                                        severity=cond.severity),)) for cond in conds]
+  for unit in grid.todo(units):
+    (cond,) = unit.key
+    t0 = time.time()
+    s = rn.evaluate(a.trainer, params, rn.corrupted(env, cond, config.seed),
+                    task=a.nav.task, batch=config.eval_batch, seed=config.seed)
+    grid.record(unit.cells[0], s, extra={"kind": cond.kind, "seconds": round(time.time() - t0, 1),
+                                         **a.info}, allow_nonfinite=True)
+    print(f"robustnav {a.variant} [{adaptation}] {cond.name} sev {cond.severity}: "
+          f"SR {s['success']:.1f} SPL {s['spl']:.1f} ({time.time() - t0:.0f} s)", flush=True)

@@ -1,0 +1,432 @@
+"""The result store: one JSON record per evaluated cell, appended atomically.
+
+Every evaluation in vcbench writes one record per *cell* -- (benchmark, task, pvr, adaptation,
+seed, corruption, severity) -- together with the hash of the config that produced it, the code
+version and the metrics. Tables, plots and the leaderboard are built only from these records, so
+a report can always be rebuilt from disk and traced back to the config and commit behind it.
+
+The store is a JSON-lines file because it is the simplest format that is
+
+* append-only: a writer never rewrites what others wrote, so several evaluation processes
+  (a sweep on one machine, or hosts sharing a POSIX file system) can share one file;
+* crash-tolerant: a record is one `write(2)` of one full line under an exclusive `flock`, then
+  `fsync`; a crash can at worst leave a truncated *last* line, which readers skip with a warning
+  and the next writer removes;
+* greppable and diffable by hand.
+
+A re-run asks `pending(cells, config_hash)` and evaluates only the cells that have no record yet
+for that config hash, so an interrupted sweep resumes where it stopped.
+
+Usage:
+
+  store = ResultStore("runs/results.jsonl")
+  h = config_hash(config)
+  for cell in store.pending(cells, h):
+    metrics = evaluate(cell, config)
+    store.append(cell, h, metrics)
+  rows = store.to_rows(benchmark="cortexbench", corruption="none")
+
+Non-finite metrics: JSON has no NaN/Infinity, and a NaN metric usually means a diverged run that
+should be noticed, so `append` rejects NaN and +-inf unless the caller passes
+`allow_nonfinite=True`; then they are stored as `null` (read back as `None`, "no value").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import fcntl
+import json
+import math
+import numbers
+import os
+import pathlib
+import warnings
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+
+# Re-exported: callers hash configs and read the code version through the store.
+from vcbench.provenance import canonical_json, code_version, config_hash  # noqa: F401
+
+SCHEMA_VERSION = 1
+# Fields of a flat row (see `to_rows`) besides the cell's; metric names may not reuse them.
+_RECORD_FIELDS = ("config_hash", "code_version", "time", "schema")
+
+
+class ResultStoreError(ValueError):
+  """A result store file, or a record for it, is malformed."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Cell:
+  """The identity of one evaluated cell of the benchmark grid.
+
+  Keyword-only so that a call site cannot silently swap, say, `task` and `pvr`.
+
+  Attributes:
+    benchmark: benchmark name, e.g. "cortexbench", "robustnav".
+    task: task name within the benchmark, e.g. "metaworld/assembly".
+    pvr: name of the visual representation (a `models/zoo.py` entry).
+    adaptation: how the PVR was adapted: "frozen", "finetune", "pad", ...
+    seed: the evaluation/training seed.
+    corruption: visual/dynamics corruption or perturbation factor; "none" when clean.
+    severity: its severity (0 when clean; 1-5 for RobustNav corruptions).
+  """
+
+  benchmark: str
+  task: str
+  pvr: str
+  adaptation: str = "frozen"
+  seed: int
+  corruption: str = "none"
+  severity: int = 0
+
+  def __post_init__(self):
+    for name in ("benchmark", "task", "pvr", "adaptation", "corruption"):
+      value = getattr(self, name)
+      if not isinstance(value, str) or not value:
+        raise TypeError(
+            f"Cell.{name}: expected a non-empty str, got {value!r} ({type(value).__name__}).")
+    for name in ("seed", "severity"):
+      value = getattr(self, name)
+      # bool is an int subclass but `seed=True` is a bug; numpy ints are fine and normalised.
+      if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"Cell.{name}: expected an int, got {value!r} ({type(value).__name__}).")
+      object.__setattr__(self, name, int(value))
+    if self.severity < 0:
+      raise ValueError(f"Cell.severity: expected >= 0, got {self.severity}.")
+    if self.corruption == "none" and self.severity != 0:
+      raise ValueError(
+          f"Cell: corruption='none' needs severity=0, got severity={self.severity}.")
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any]) -> "Cell":
+    """Inverse of `to_dict`; errors name the unknown or missing fields."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+      raise ResultStoreError(f"Cell: unknown fields {unknown}; expected a subset of {sorted(names)}.")
+    try:
+      return cls(**d)
+    except TypeError as e:
+      raise ResultStoreError(f"Cell: {e}") from e
+
+
+CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
+
+
+def _utc_now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation of metrics and extras.
+# ---------------------------------------------------------------------------------------------
+
+
+def _metric_value(value: Any, name: str, allow_nonfinite: bool) -> Any:
+  """Validates one metric value; numpy/jax scalars and arrays become Python numbers/lists."""
+  if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
+    value = np.asarray(value)
+    value = value.item() if value.ndim == 0 else value.tolist()
+  if isinstance(value, (list, tuple)):
+    return [_metric_value(v, f"{name}[{i}]", allow_nonfinite) for i, v in enumerate(value)]
+  if isinstance(value, (str, bool)):
+    return value
+  if isinstance(value, numbers.Integral):
+    return int(value)
+  if isinstance(value, numbers.Real):
+    value = float(value)
+    if not math.isfinite(value):
+      if not allow_nonfinite:
+        raise ValueError(f"metrics[{name!r}] is {value}; non-finite metrics are rejected unless "
+                         "append(..., allow_nonfinite=True), which stores them as null.")
+      return None
+    return value
+  if value is None and allow_nonfinite:
+    return None
+  raise TypeError(f"metrics[{name!r}]: expected a number, str, bool or a list of them, got "
+                  f"{value!r} ({type(value).__name__}).")
+
+
+def _validate_metrics(metrics: Mapping[str, Any], allow_nonfinite: bool) -> dict[str, Any]:
+  if not isinstance(metrics, Mapping) or not metrics:
+    raise TypeError(f"metrics: expected a non-empty dict, got {metrics!r}.")
+  out = {}
+  for name, value in metrics.items():
+    if not isinstance(name, str) or not name:
+      raise TypeError(f"metrics: names must be non-empty str, got {name!r}.")
+    if name in CELL_FIELDS or name in _RECORD_FIELDS or name.startswith("extra/"):
+      raise ValueError(f"metrics[{name!r}]: the name is reserved for a record field in flat "
+                       f"rows (reserved: {sorted(CELL_FIELDS + _RECORD_FIELDS)} and 'extra/*').")
+    out[name] = _metric_value(value, name, allow_nonfinite)
+  return out
+
+
+def _validate_extra(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
+  if extra is None:
+    return None
+  if not isinstance(extra, Mapping):
+    raise TypeError(f"extra: expected a dict or None, got {type(extra).__name__}.")
+  try:
+    return json.loads(json.dumps(extra, allow_nan=False))
+  except (TypeError, ValueError) as e:
+    raise TypeError(f"extra: must be JSON-serialisable with finite numbers: {e}") from e
+
+
+def _validate_hash(h: Any) -> str:
+  if not isinstance(h, str) or not h:
+    raise TypeError(f"config_hash: expected a non-empty str (see config_hash()), got {h!r}.")
+  return h
+
+
+# ---------------------------------------------------------------------------------------------
+# The store.
+# ---------------------------------------------------------------------------------------------
+
+
+def _write_all(fd: int, data: bytes) -> None:
+  """os.write until all of `data` is written (a short write only happens on e.g. a full disk)."""
+  view = memoryview(data)
+  while view:
+    n = os.write(fd, view)
+    view = view[n:]
+
+
+class ResultStore:
+  """An append-only JSON-lines file of result records, safe for concurrent writers.
+
+  Writers and readers coordinate with `flock` on the file itself (exclusive to append, shared to
+  read), so it is safe across processes on one machine; on network file systems it is as safe as
+  their `flock` emulation.
+  """
+
+  def __init__(self, path: str | os.PathLike[str]):
+    self.path = pathlib.Path(path)
+
+  def __repr__(self) -> str:
+    return f"ResultStore({str(self.path)!r})"
+
+  # -- writing --------------------------------------------------------------------------------
+
+  def append(self, cell: Cell, config_hash: str, metrics: Mapping[str, Any],
+             extra: Mapping[str, Any] | None = None, *,
+             allow_nonfinite: bool = False) -> dict[str, Any]:
+    """Validates and appends one record; returns it. Durable (fsynced) when this returns."""
+    if not isinstance(cell, Cell):
+      raise TypeError(f"cell: expected a vcbench.store.Cell, got {type(cell).__name__}.")
+    record = {
+        "schema": SCHEMA_VERSION,
+        "cell": cell.to_dict(),
+        "config_hash": _validate_hash(config_hash),
+        "code_version": code_version(),
+        "time": _utc_now(),
+        "metrics": _validate_metrics(metrics, allow_nonfinite),
+    }
+    extra = _validate_extra(extra)
+    if extra is not None:
+      record["extra"] = extra
+    line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    self._append_line(line.encode("utf-8"))
+    return record
+
+  def _append_line(self, data: bytes) -> None:
+    self.path.parent.mkdir(parents=True, exist_ok=True)
+    created = not self.path.exists()
+    fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX)
+      try:
+        self._repair_tail(fd)
+        _write_all(fd, data)  # one write: O_APPEND + the lock keep lines whole.
+        os.fsync(fd)
+      finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+      os.close(fd)
+    if created:  # Make the new directory entry durable too.
+      dir_fd = os.open(self.path.parent, os.O_RDONLY)
+      try:
+        os.fsync(dir_fd)
+      finally:
+        os.close(dir_fd)
+
+  def _repair_tail(self, fd: int) -> None:
+    """Under the exclusive lock: terminate or drop a last line that a crashed writer left.
+
+    Without this, our record would be glued onto the partial line and both would become one
+    corrupt line in the middle of the file, which readers (rightly) refuse.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+      return  # The common case: one byte read.
+    data = self._read_bytes_locked(fd)  # Rare (after a crash): read it all.
+    cut = data.rfind(b"\n") + 1
+    partial = data[cut:]
+    lineno = data.count(b"\n", 0, cut) + 1
+    if _parse_record_or_none(partial) is not None:
+      _write_all(fd, b"\n")  # A whole record that only lost its newline: keep it.
+      return
+    warnings.warn(f"{self.path}:{lineno}: dropping a truncated record ({size - cut} bytes) left "
+                  "by an interrupted write.", RuntimeWarning, stacklevel=4)
+    os.ftruncate(fd, cut)
+
+  @staticmethod
+  def _read_bytes_locked(fd: int) -> bytes:
+    size, chunks, offset = os.fstat(fd).st_size, [], 0
+    while offset < size:  # pread may return less than asked for very large files.
+      chunk = os.pread(fd, size - offset, offset)
+      if not chunk:
+        break
+      chunks.append(chunk)
+      offset += len(chunk)
+    return b"".join(chunks)
+
+  # -- reading --------------------------------------------------------------------------------
+
+  def _read_bytes(self) -> bytes:
+    try:
+      fd = os.open(self.path, os.O_RDONLY)
+    except FileNotFoundError:
+      return b""
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH)  # Never see a half-done append.
+      try:
+        return self._read_bytes_locked(fd)
+      finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+      os.close(fd)
+
+  def records(self) -> list[dict[str, Any]]:
+    """All records in file order. A missing file is an empty store.
+
+    A truncated last line (a crash mid-write) is skipped with a warning naming file and line;
+    any other malformed line raises `ResultStoreError`, since silently dropping results from
+    the middle of a store would bias every report built from it.
+    """
+    data = self._read_bytes()
+    lines = data.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]  # `tail` is b"" when the file ends with "\n".
+    out = []
+    for i, raw in enumerate(complete, start=1):
+      if raw.strip():
+        out.append(_parse_record(raw, f"{self.path}:{i}"))
+    if tail.strip():
+      record = _parse_record_or_none(tail)
+      if record is None:
+        warnings.warn(f"{self.path}:{len(complete) + 1}: skipping a truncated last record "
+                      f"({len(tail)} bytes, no final newline), likely left by a crash.",
+                      RuntimeWarning, stacklevel=2)
+      else:
+        out.append(record)
+    return out
+
+  def __iter__(self) -> Iterator[dict[str, Any]]:
+    return iter(self.records())
+
+  def __len__(self) -> int:
+    return len(self.records())
+
+  def completed(self) -> set[tuple[Cell, str]]:
+    """The (cell, config_hash) pairs that have at least one record."""
+    return {(Cell.from_dict(r["cell"]), r["config_hash"]) for r in self.records()}
+
+  def done(self, cell: Cell, config_hash: str) -> bool:
+    """Whether `cell` already has a record for `config_hash`. Reads the file: for many cells
+    use `pending`, which reads it once."""
+    return (cell, _validate_hash(config_hash)) in self.completed()
+
+  def pending(self, cells: Iterable[Cell], config_hash: str) -> list[Cell]:
+    """The cells, in order and without duplicates, that have no record for `config_hash`."""
+    _validate_hash(config_hash)
+    completed = self.completed()
+    out, seen = [], set()
+    for cell in cells:
+      if not isinstance(cell, Cell):
+        raise TypeError(f"pending: expected Cells, got {type(cell).__name__}.")
+      if (cell, config_hash) not in completed and cell not in seen:
+        seen.add(cell)
+        out.append(cell)
+    return out
+
+  def to_rows(self, *, latest_only: bool = False, **where: Any) -> list[dict[str, Any]]:
+    """Flat dict rows for reports, optionally filtered.
+
+    A row holds the cell fields, config_hash, code_version, time, every metric by its name,
+    and extras as "extra/<key>". Each `where` item filters on a row field: a plain value must be
+    equal, a list/tuple/set is membership, a callable is a predicate. Rows lacking a filtered
+    field are dropped.
+
+    Args:
+      latest_only: keep only the last record of each (cell, config_hash), e.g. when a cell was
+        re-evaluated after a crash between its record and the sweep's bookkeeping.
+      **where: field filters as above.
+    """
+    rows = [_flatten(r) for r in self.records()]
+    if latest_only:
+      last = {}
+      for row in rows:
+        last[tuple(row[f] for f in CELL_FIELDS) + (row["config_hash"],)] = row
+      rows = list(last.values())
+    return [row for row in rows if _matches(row, where)]
+
+
+def _parse_record_or_none(raw: bytes) -> dict[str, Any] | None:
+  try:
+    return _parse_record(raw, "<tail>")
+  except ResultStoreError:
+    return None
+
+
+def _parse_record(raw: bytes, where: str) -> dict[str, Any]:
+  """Parses and checks one line; errors name `where` (file:line)."""
+  try:
+    record = json.loads(raw)
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    snippet = raw[:80].decode("utf-8", "replace")
+    raise ResultStoreError(f"{where}: corrupt record ({e}); expected one JSON object per line, "
+                           f"got {snippet!r}...") from e
+  if not isinstance(record, dict):
+    raise ResultStoreError(f"{where}: expected a JSON object, got {type(record).__name__}.")
+  missing = [k for k in ("cell", "config_hash", "metrics") if k not in record]
+  if missing:
+    raise ResultStoreError(f"{where}: record lacks keys {missing}; has {sorted(record)}.")
+  if not isinstance(record["cell"], dict) or not isinstance(record["metrics"], dict):
+    raise ResultStoreError(f"{where}: 'cell' and 'metrics' must be JSON objects.")
+  try:
+    Cell.from_dict(record["cell"])
+  except (ResultStoreError, ValueError) as e:
+    raise ResultStoreError(f"{where}: bad cell: {e}") from e
+  return record
+
+
+def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
+  row = dict(record["cell"])
+  for k in _RECORD_FIELDS:
+    row[k] = record.get(k)
+  row.update(record["metrics"])
+  for k, v in (record.get("extra") or {}).items():
+    row[f"extra/{k}"] = v
+  return row
+
+
+def _matches(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+  for field, want in where.items():
+    if field not in row:
+      return False
+    got = row[field]
+    if callable(want):
+      if not want(got):
+        return False
+    elif isinstance(want, (list, tuple, set, frozenset)):
+      if got not in want:
+        return False
+    elif got != want:
+      return False
+  return True
