@@ -12,10 +12,9 @@ import statistics
 
 from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
 
-import vcbench  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
+import vcbench  # noqa: F401  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
 
 from launch.bench import timing
 
@@ -56,11 +55,7 @@ def convs() -> str:
 
 
 
-def main(argv):
-  logging.set_verbosity(logging.WARNING)  # JAX's backend probing is INFO noise.
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]}")
-  convs()
+main = timing.main_of(convs)
 
 
 if __name__ == "__main__":

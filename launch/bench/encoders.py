@@ -16,11 +16,10 @@ import statistics
 from typing import Callable
 
 from absl import app
-from absl import logging
 from absl import flags
 import numpy as np
 
-import vcbench  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
+import vcbench  # noqa: F401  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
 
 from launch.bench import timing
 
@@ -146,11 +145,7 @@ def encoders() -> str:
   return text
 
 
-def main(argv):
-  logging.set_verbosity(logging.WARNING)  # JAX's backend probing is INFO noise.
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]}")
-  encoders()
+main = timing.main_of(encoders)
 
 
 if __name__ == "__main__":

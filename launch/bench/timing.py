@@ -46,3 +46,14 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeats: int,
       time.sleep(pause)
       times[name].append(seconds(fn))
   return times
+
+
+def main_of(fn: Callable[[], Any]) -> Callable[[list[str]], None]:
+  """An absl `main` that runs `fn()` (its options are absl flags) and refuses stray arguments."""
+  def main(argv: list[str]) -> None:
+    from absl import app, logging  # pylint: disable=g-import-not-at-top
+    logging.set_verbosity(logging.WARNING)  # JAX's backend probing is INFO noise.
+    if len(argv) > 1:
+      raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    fn()
+  return main

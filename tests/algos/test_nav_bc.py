@@ -1,7 +1,6 @@
 """Imitation of the shortest-path expert: the loss falls, the executed actions follow the
 config's mixing, bad configs are named."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 timm = pytest.importorskip("timm")
 
-import vcbench  # pylint: disable=g-import-not-at-top,unused-import  # before jax: sets it up.
+import vcbench  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import  # before jax: sets it up.
 import jax
 import jax.numpy as jnp
 import numpy as np

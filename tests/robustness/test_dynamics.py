@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from vcbench.envs import nav
-from vcbench.envs.nav import env as nav_env
 from vcbench.robustness import dynamics
 
 MOVE, LEFT, RIGHT, END = range(4)

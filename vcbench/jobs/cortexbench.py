@@ -117,6 +117,8 @@ class Track:
 
   def demos(self, task: str, **overrides) -> demos_lib.Demos:
     """The task's demos (generated on first use), with a line saying what they are."""
+    # The expert runs to the suite's own horizon whatever the evaluation horizon (MetaWorld: 500).
+    overrides = {"max_steps": self.suite.horizon, **overrides}
     cfg = demos_lib.DemoConfig(suite=self.suite.name, task=task,
                                num_demos=self.config.num_demos, render=self.render, **overrides)
     demos = demos_lib.load_or_generate(

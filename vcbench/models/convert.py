@@ -20,7 +20,7 @@ import re
 import zipfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-import ml_dtypes  # pylint: disable=unused-import  # registers bfloat16 for safetensors
+import ml_dtypes  # noqa: F401  # pylint: disable=unused-import  # registers bfloat16 for safetensors
 import numpy as np
 
 from vcbench import files

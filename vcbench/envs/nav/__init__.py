@@ -20,7 +20,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from vcbench.envs.nav import episodes as ep
 from vcbench.envs.nav import render as rd

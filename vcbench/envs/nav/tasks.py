@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 _INF = float("inf")
 
 
@@ -47,9 +49,8 @@ def get(name: str) -> Task:
   return TASKS[name]
 
 
-def bin_index(task: Task, distance) -> "int | numpy.ndarray":
+def bin_index(task: Task, distance) -> np.ndarray:
   """Index of the difficulty bin of a geodesic distance (-1 when outside all bins)."""
-  import numpy as np
   d = np.asarray(distance)
   out = np.full(d.shape, -1, np.int32)
   for i, (_, lo, hi) in enumerate(task.bins):
