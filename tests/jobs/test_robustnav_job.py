@@ -1,6 +1,8 @@
 """The RobustNav job end to end on the tiny variant: a clean agent is trained, evaluated under
 corruptions (one of them registered by the test), adapted (PAD, fine-tune, augmentation) ->
 result store -> the report reads it; a re-run redoes nothing; config refusals."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,7 +41,9 @@ def test_tiny_protocol_writes_records_the_report_reads(tmp_path, capsys):
     assert np.array_equal(seen.obs["rgb"], 255 - jax.jit(clean_env.reset_to)(0).obs["rgb"])
     capsys.readouterr()
     jobs.resolve(config).run(config)                  # A re-run redoes nothing.
-    assert "robustnav tiny_rgbd [" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert " sev " not in out and "SS loss" not in out, out   # No evaluation, no adaptation.
+    assert re.search(r"robustnav tiny_rgbd \[none\]: (\d+) cells \(\1 already in", out), out
   cells = {(r["adaptation"], r["corruption"], r["severity"]) for r in rows}
   clean = {("none", name, 0 if name == "none" else 5) for name in config.only}
   adapted = {(m, "defocus_blur", 5) for m in config.adapt.methods} | {("augment", "none", 0)}

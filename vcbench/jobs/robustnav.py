@@ -116,7 +116,7 @@ def run(config) -> dict:
   for variant in config.agents:
     a = agent(config, variant)
     env = a.env("val", config.episodes, config.val_scenes)
-    evaluate_cells(config, a, "none", a.params, conds, env)
+    evaluate_cells(config, a, "none", lambda: a.params, conds, env)
   m = config.adapt
   if m.methods:
     a = agent(config, m.agent)
@@ -126,22 +126,26 @@ def run(config) -> dict:
     for method in m.methods:
       # Augmentation trains once, on clean frames, and is evaluated clean and corrupted.
       for cond in ([rn.Condition()] if method == "augment" else targets):
-        params = rn.adapt(a, method, cond, root / method, m, config.seed)
-        evaluate_cells(config, a, method, params,
+        adapted = lambda: rn.adapt(a, method, cond, root / method, m, config.seed)  # noqa: E731
+        evaluate_cells(config, a, method, adapted,
                        [rn.Condition()] + targets if method == "augment" else [cond], env)
   rows = ResultStore(pathlib.Path(config.workdir) / "results.jsonl").to_rows(
       benchmark=rn.BENCHMARK, latest_only=True)
   return {"records": float(len(rows))}
 
 
-def evaluate_cells(config, a: rn.Agent, adaptation: str, params, conds, env) -> None:
+def evaluate_cells(config, a: rn.Agent, adaptation: str, get_params, conds, env) -> None:
+  """Evaluates the pending cells of `conds`; `get_params()` (an adaptation, when it has not
+  been run yet) is called only when there is one."""
   grid = grid_lib.Grid(f"robustnav {a.variant} [{adaptation}]", config.workdir,
                        config_hash(config, a))
   units = [grid_lib.Unit((cond,), (Cell(benchmark=rn.BENCHMARK, task=a.variant,
                                         pvr="scratch_cnn", adaptation=adaptation,
                                         seed=int(config.seed), corruption=cond.name,
                                         severity=cond.severity),)) for cond in conds]
-  for unit in grid.todo(units):
+  todo = grid.todo(units)
+  params = get_params() if todo else None
+  for unit in todo:
     (cond,) = unit.key
     t0 = time.time()
     s = rn.evaluate(a.trainer, params, rn.corrupted(env, cond, config.seed),
