@@ -65,7 +65,7 @@ def _add(entry: Entry) -> None:
 
 
 def names() -> list[str]:
-  return ZOO.names()
+  return sorted(ZOO.names())
 
 
 def entry(name: str) -> Entry:
