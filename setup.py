@@ -41,7 +41,7 @@ EXTRAS = {
     # The visual corruptions' parity tests run against the ImageNet-C package
     # `imagecorruptions` 1.1.2, installed by launch/setup.sh with --no-deps (it requires
     # the GUI build opencv-python; the headless build below provides the same cv2).
-    # import-linter checks the layer contracts of .importlinter (tests/test_layers.py).
+    # import-linter checks the layer contracts of .importlinter (tests/test_import_layers.py).
     "test": ["pytest>=8", "pytest-xdist>=3.5", "opencv-python-headless>=4.8",
              "import-linter>=2.1,<3"],
 }

@@ -45,9 +45,10 @@ def default_config() -> ml_collections.ConfigDict:
   c.eval_batch = 150
   c.seed = 0
   c.sweep = True                # also severities 1-4 of the graded visual corruptions
-  c.only = ()                   # condition names to keep (e.g. 'spatter+motion_drift'); (): all
-  c.extra = ()                  # more conditions, "name[:severity]" (severity 5 by default), of
-                                # any registered corruption, e.g. "fog:3" or "fog+motion_drift"
+  c.only = ()                   # Table 2/sweep condition names to keep (e.g.
+                                # 'spatter+motion_drift'); (): all
+  c.extra = ()                  # more conditions, always run, "name[:severity]" (severity 5 by
+                                # default), of any registered corruption, e.g. "fog:3"
   c.adapt = a = ml_collections.ConfigDict()
   a.agent = "pointnav_rgb"      # Table 3 is about the RGB agent
   a.methods = rn.METHODS
@@ -67,9 +68,11 @@ def _parse(spec: str) -> rn.Condition:
 
 
 def conditions(config) -> list[rn.Condition]:
-  """Table 2 (+ the sweep, + `extra`), kept to `only` when it names any."""
-  out = rn.table2() + (rn.sweep() if config.sweep else []) + [_parse(s) for s in config.extra]
-  return [c for c in out if c.name in set(config.only)] if config.only else out
+  """Table 2 (+ the sweep), kept to `only` when it names any, + `extra` (asked for by name, so
+  never filtered)."""
+  base = rn.table2() + (rn.sweep() if config.sweep else [])
+  kept = [c for c in base if c.name in set(config.only)] if config.only else base
+  return kept + [c for c in map(_parse, config.extra) if c not in kept]
 
 
 def validate(config) -> None:
