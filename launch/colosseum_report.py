@@ -9,7 +9,7 @@ tables.
 """
 from __future__ import annotations
 
-from absl import app
+from launch import cli
 
 from launch import report_cli
 from vcbench.reports import colosseum as report
@@ -17,4 +17,4 @@ from vcbench.reports import colosseum as report
 main = report_cli.main_for("colosseum_report", report.write_report, ("tables", "expert"))
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -14,6 +14,7 @@ from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
+from launch import cli
 
 from vcbench.models import convert
 from vcbench.models import zoo
@@ -48,4 +49,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -14,6 +14,7 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 
 from absl import app
 from absl import flags
+from launch import cli
 
 from vcbench.benchmarks import cortexbench
 from vcbench.data import demos as demos_lib
@@ -53,4 +54,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -15,8 +15,8 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 
 import time
 
-from absl import app
 from absl import flags
+from launch import cli
 
 from vcbench.data import frames as frames_lib
 
@@ -62,4 +62,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

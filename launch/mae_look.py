@@ -22,6 +22,7 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 from absl import app
 from absl import flags
 from absl import logging
+from launch import cli
 from ml_collections import config_flags
 
 from vcbench.viz import mae_look
@@ -68,4 +69,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -14,6 +14,7 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 from absl import app
 from absl import flags
 from absl import logging
+from launch import cli
 
 from vcbench.envs.nav import tasks
 from vcbench.viz import nav_episode
@@ -51,4 +52,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -18,6 +18,7 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 from absl import app
 from absl import flags
 import jax
+from launch import cli
 from ml_collections import config_flags
 
 from vcbench.benchmarks import nav as nav_bench
@@ -50,4 +51,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

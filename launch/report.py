@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from absl import app
 from absl import flags
+from launch import cli
 
 from vcbench.reports.report import FILES, load_rows, write_report  # noqa: F401 - re-exported.
 
@@ -45,4 +45,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -8,7 +8,7 @@ Writes table2.md, table3.md, severity.png and behaviour.png under --out (see
 """
 from __future__ import annotations
 
-from absl import app
+from launch import cli
 
 from launch import report_cli
 from vcbench.reports import robustnav as report
@@ -16,4 +16,4 @@ from vcbench.reports import robustnav as report
 main = report_cli.main_for("robustnav_report", report.write_report, ("table2", "table3"))
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

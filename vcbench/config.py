@@ -21,8 +21,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import ml_collections
 
+from vcbench.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
   """A config key or value the job cannot use."""
 
 
@@ -104,7 +106,7 @@ def variant(arg: str | None, variants: Sequence[str], config_file: str) -> str:
   arg = arg or variants[0]
   if arg not in variants:
     name = pathlib.Path(config_file).name
-    raise ValueError(f"configs/{name}: unknown variant {arg!r}; variants: {', '.join(variants)}")
+    raise ConfigError(f"configs/{name}: unknown variant {arg!r}; variants: {', '.join(variants)}")
   return arg
 
 

@@ -15,10 +15,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vcbench.errors import UserError
+
 FORMAT = "vcbench-arrays/1"
 
 
-class CorruptFileError(ValueError):
+class CorruptFileError(UserError, ValueError):
   """An entry exists but is truncated, corrupt, or was made under another config."""
 
 

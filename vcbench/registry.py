@@ -12,8 +12,10 @@ import contextlib
 import difflib
 from typing import Any, Callable, Iterator
 
+from vcbench.errors import UserError
 
-class UnknownName(KeyError, ValueError):
+
+class UnknownName(UserError, KeyError, ValueError):
   """A name a registry does not hold. Both a KeyError (a failed lookup) and a ValueError (a bad
   value, e.g. a config entry), so callers catch whichever they mean."""
 

@@ -46,6 +46,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from vcbench.errors import UserError
+
 # Re-exported: callers hash configs and read the code version through the store.
 from vcbench.provenance import canonical_json, code_version, config_hash  # noqa: F401
 
@@ -54,7 +56,7 @@ SCHEMA_VERSION = 1
 _RECORD_FIELDS = ("config_hash", "code_version", "time", "schema")
 
 
-class ResultStoreError(ValueError):
+class ResultStoreError(UserError, ValueError):
   """A result store file, or a record for it, is malformed."""
 
 

@@ -24,8 +24,8 @@ from launch.bench import timing
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app
 from absl import flags
+from launch import cli
 
 from vcbench.algos import bc
 from vcbench.envs import host, rollout
@@ -119,4 +119,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

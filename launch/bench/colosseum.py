@@ -17,9 +17,9 @@ from __future__ import annotations
 import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
 
 import jax
-from absl import app
 from absl import flags
 import numpy as np
+from launch import cli
 
 from launch.bench import timing
 from vcbench.algos import bc
@@ -74,4 +74,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

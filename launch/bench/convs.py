@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import statistics
 
-from absl import app
 from absl import flags
 import numpy as np
 
 import vcbench  # noqa: F401  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
+from launch import cli
 
 from launch.bench import timing
 
@@ -59,4 +59,4 @@ main = timing.main_of(convs)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

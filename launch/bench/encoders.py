@@ -20,6 +20,7 @@ from absl import flags
 import numpy as np
 
 import vcbench  # noqa: F401  # pylint: disable=unused-import  # Sets XLA:CPU defaults before JAX starts.
+from launch import cli
 
 from launch.bench import timing
 
@@ -149,4 +150,4 @@ main = timing.main_of(encoders)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -48,10 +48,10 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 
 from launch.bench import timing
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
+from launch import cli
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DEVICE_FLAG = "--xla_force_host_platform_device_count"
@@ -314,4 +314,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

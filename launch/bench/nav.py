@@ -37,10 +37,10 @@ import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before J
 
 from launch.bench import timing
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
+from launch import cli
 
 SENSORS = {"rgb": ("rgb",), "rgbd": ("rgb", "depth")}
 HFOV = 79.0                # degrees, vcbench-nav's default (RoboTHOR's).
@@ -414,4 +414,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

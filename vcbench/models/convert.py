@@ -24,17 +24,18 @@ import ml_dtypes  # noqa: F401  # pylint: disable=unused-import  # registers bfl
 import numpy as np
 
 from vcbench import files
+from vcbench.errors import UserError
 
 from vcbench.models import resize
 
 NATIVE_COLLECTIONS = ("params", "batch_stats")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
   """A checkpoint file that cannot be read (or must not be)."""
 
 
-class ConversionError(ValueError):
+class ConversionError(UserError, ValueError):
   """A checkpoint whose tensors do not account exactly for the target model."""
 
 

@@ -13,13 +13,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vcbench.errors import UserError
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-class ImageError(ValueError):
+class ImageError(UserError, ValueError):
   """Images that are not a batch of RGB uint8 pixels."""
 
 

@@ -27,6 +27,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vcbench.errors import UserError
+
 from vcbench.models import convert
 from vcbench.models import layouts
 from vcbench.models.mobilenet import MobileNetV2
@@ -36,7 +38,7 @@ from vcbench.models.vit import ViT
 from vcbench.registry import Registry
 
 
-class MissingCheckpointError(FileNotFoundError):
+class MissingCheckpointError(UserError, FileNotFoundError):
   """A pretrained entry was loaded without its checkpoint."""
 
 
