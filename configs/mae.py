@@ -42,7 +42,7 @@ def get_config(arg=None):
     m.checkpoint_every = 200
     m.log_every = 100
   elif arg == "tiny":
-    d.dir = "runs/mae_tiny/frames"
+    d.dir = ""                # <workdir>/frames, so --config.workdir moves them too.
     d.size = 48
     d.metaworld_tasks = "button-press-topdown"
     d.metaworld_episodes = 1

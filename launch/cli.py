@@ -114,7 +114,11 @@ def exit_statuses(argv: Sequence[str] | None = None) -> Iterator[None]:
   except KeyboardInterrupt:
     print("\ninterrupted: what was finished is saved; re-run the same command to resume.",
           file=sys.stderr)
-    sys.exit(INTERRUPTED)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not sys.exit: finalisers of half-torn-down renderers (EGL contexts) would print
+    # tracebacks at shutdown. Records and checkpoints are durable when written (fsync, rename).
+    os._exit(INTERRUPTED)  # pylint: disable=protected-access
   except (errors.UserError, *errors.USER_OS_ERRORS) as e:
     if _verbose(argv):
       traceback.print_exc()

@@ -17,6 +17,7 @@ import argparse
 
 import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
 
+from launch import cli
 from vcbench.viz import galleries
 
 
@@ -38,4 +39,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with cli.exit_statuses():
+    main()

@@ -17,6 +17,7 @@ import difflib
 import importlib.util
 import os
 import pathlib
+import tempfile
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import ml_collections
@@ -126,3 +127,33 @@ def load_file(spec: str) -> ml_collections.ConfigDict:
   if not hasattr(module, "get_config"):
     raise ConfigError(f"config file {found} defines no get_config(arg)")
   return module.get_config(arg or None)
+
+
+def require_grid(config: Any, keys: Iterable[str]) -> None:
+  """Each of `keys` is a non-empty sequence without repeats: a sweep axis (tasks, PVRs, seeds).
+  An empty one would run nothing and report nothing; a repeat would be silently merged."""
+  for key in keys:
+    value = _lookup(config, key)
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+      raise ConfigError(f"bad value for config.{key}: expected a non-empty tuple, got "
+                        f"{value!r}")
+    repeated = sorted({repr(v) for v in value if list(value).count(v) > 1})
+    if repeated:
+      raise ConfigError(f"bad value for config.{key}: {', '.join(repeated)} appear(s) more "
+                        f"than once in {tuple(value)!r}")
+
+
+def require_writable(config: Any, key: str) -> None:
+  """The directory config.key (created if missing; "" = not used) accepts files: a probe file
+  is written and removed, so an unwritable workdir fails now, not after hours of work."""
+  directory = _lookup(config, key)
+  if not directory:
+    return
+  try:
+    os.makedirs(directory, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=directory, prefix=".write-probe-")
+    os.close(fd)
+    os.unlink(probe)
+  except OSError as e:
+    raise ConfigError(f"config.{key}={directory!r} is not a writable directory: "
+                      f"{e.strerror or e}") from None

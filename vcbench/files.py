@@ -7,11 +7,16 @@ whose checksum does not match is treated as corrupt).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import socket
+import sys
 import tempfile
-from typing import Any, Mapping
+import time
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -100,3 +105,52 @@ def remove(base: str) -> None:
   for ext in (".json", ".npz"):
     if os.path.exists(base + ext):
       os.unlink(base + ext)
+
+
+# -- one writer per workdir ----------------------------------------------------------------------
+
+LOCK_NAME = ".vcbench.lock"
+_held: dict[str, int] = {}   # Real path -> depth, so a job that runs another in its workdir nests.
+
+
+class WorkdirBusyError(UserError, RuntimeError):
+  """Another live process holds the workdir."""
+
+
+@contextlib.contextmanager
+def workdir_lock(directory: str | os.PathLike[str]) -> Iterator[None]:
+  """Holds `<directory>/.vcbench.lock` (an exclusive `flock`) for the block, so two jobs never
+  write one workdir; a second is refused with the first's host, pid, start time and command.
+
+  The kernel drops the lock when its holder dies (kill -9 included), so a stale lock file never
+  blocks a re-run; the holder's details are only a note in the file. `flock` is reliable on local
+  file systems; on NFS it depends on the server, so run one writer per workdir there."""
+  directory = os.path.realpath(os.fspath(directory))
+  if directory in _held:
+    _held[directory] += 1
+    try:
+      yield
+    finally:
+      _held[directory] -= 1
+    return
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, LOCK_NAME)
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
+      raise WorkdirBusyError(f"workdir {directory} is in use by another run ({holder}); wait "
+                             "for it to finish or use another --config.workdir") from None
+    note = (f"host {socket.gethostname()}, pid {os.getpid()}, since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}, command {' '.join(sys.argv)[:300]}")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, note.encode(), 0)
+    _held[directory] = 1
+    try:
+      yield
+    finally:
+      del _held[directory]
+  finally:
+    os.close(fd)   # Releases the flock.

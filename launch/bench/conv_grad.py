@@ -9,6 +9,7 @@ import vcbench  # noqa: F401  (XLA:CPU defaults before JAX starts)
 import jax
 import jax.numpy as jnp
 
+from launch import cli
 from launch.bench import timing
 from vcbench.models import trainable_conv
 
@@ -44,4 +45,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with cli.exit_statuses():
+    main()

@@ -25,6 +25,7 @@ import warnings
 
 import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
 
+from launch import cli
 from launch.bench import timing
 
 import jax
@@ -152,4 +153,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with cli.exit_statuses():
+    main()

@@ -28,6 +28,7 @@ from vcbench.algos import bc, finetune, runner
 from vcbench.data.demos import Demos, episode_seeds
 from vcbench.envs import host, rollout
 from vcbench.models import zoo
+from vcbench.models import embedder as embedder_lib
 from vcbench.models.embedder import Embedder
 
 # Config keys of the BC track (configs/cortexbench.py) that must be positive ints.
@@ -88,7 +89,11 @@ def validate_config(config, pvrs) -> dict[str, str]:
   config_lib.require_ints(config, ("img_size", "eval_every", "num_workers"), minimum=0)
   config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
   config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
-  return config_lib.parse_mapping(config, "checkpoints", pvrs)
+  checkpoints = config_lib.parse_mapping(config, "checkpoints", pvrs)
+  for pvr in pvrs:   # Files and sizes now, not after the demos are generated.
+    if pvr != embedder_lib.STATE_ORACLE:
+      zoo.check_inputs(pvr, checkpoints.get(pvr), config.img_size or None)
+  return checkpoints
 
 
 class Evaluator:

@@ -60,6 +60,7 @@ class Suite:
     state_dim: width of the simulator state the state oracle sees (0: no state oracle).
     proprio: the policy also sees the simulator's `proprio` observation.
     version: the simulator's version, part of the demo cache key.
+    cameras: task -> the camera names its renderer accepts (None: not checked before a run).
   """
 
   name: str
@@ -77,6 +78,7 @@ class Suite:
   state_dim: int = 0
   proprio: bool = True
   version: Callable[[], str] = lambda: "unknown"
+  cameras: Optional[Callable[[str], Sequence[str]]] = None
 
   def __post_init__(self):
     METRICS.get(self.metric)
@@ -110,7 +112,7 @@ for _suite in (
           ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer"),
           num_demos=25, eval_episodes=25, horizon=500, metric="success", available=True,
           make_sim=mw.make_sim, expert=mw.expert, task_names=mw.task_names,
-          state_dim=mw.STATE_DIM, version=mw.version),
+          state_dim=mw.STATE_DIM, version=mw.version, cameras=mw.camera_names),
     Suite("dmc", "DMControl",
           ("walker-stand", "walker-walk", "reacher-easy", "cheetah-run", "finger-spin"),
           num_demos=100, eval_episodes=10, horizon=1000, metric="return/10", available=False,

@@ -2,9 +2,11 @@
 
 On-disk format (one shard = two files side by side):
   <name>.npy   uint8 [N, S, S, 3] RGB frames, uncompressed so readers memory-map it
-  <name>.json  {"format", "source", "size": S, "count": N, ...the producer's config}
+  <name>.json  {"format", "source", "size": S, "count": N, "sha256", ...the producer's config}
 The JSON is removed before and written after the .npy (both atomically), so a shard with a
-JSON is complete; producers skip a shard whose JSON matches their config (resume).
+JSON is complete; producers skip a shard whose JSON matches their config (resume). The .npy's
+sha256 is checked whenever a shard is opened: producers re-render a corrupt shard with a
+warning, `ShardSource` refuses one (nothing is ever trained on a shard modified in place).
 
 Producers: `metaworld_frames` (the scripted experts with action noise, on train seeds disjoint
 from the demos'), `nav_frames` (vcbench-nav views at random poses in the training apartments);
@@ -23,6 +25,7 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import warnings
 import zlib
 from typing import Iterator, Sequence
 
@@ -76,8 +79,26 @@ def write_shard(path: str | os.PathLike[str], frames: np.ndarray, meta: dict) ->
   if os.path.exists(json_path):  # no JSON may ever describe a .npy it was not written for.
     os.unlink(json_path)
   files.atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(frames), allow_pickle=False))
+  record["sha256"] = files.sha256_file(path)
   files.atomic_write(json_path, lambda f: f.write(json.dumps(record, indent=1).encode()))
   return record
+
+
+def shard_problem(path: str | os.PathLike[str]) -> str | None:
+  """Why the shard at `path` cannot be trained on (no JSON, or the .npy is not the one its JSON
+  describes: truncated, modified in place, replaced), or None when it is intact."""
+  record = read_meta(path)
+  if record is None or record.get("format") != FORMAT:
+    return f"{path}: no readable {FORMAT} record beside it ({meta_path(path)})"
+  if not os.path.exists(path):
+    return f"{path}: missing (its record exists)"
+  if "sha256" not in record:
+    return f"{path}: its record has no checksum (written by an older vcbench)"
+  digest = files.sha256_file(path)
+  if digest != record["sha256"]:
+    return (f"{path}: checksum {digest[:12]}... does not match the recorded "
+            f"{record['sha256'][:12]}... (corrupt or modified)")
+  return None
 
 
 def _check_frames(frames: np.ndarray, where: str) -> None:
@@ -99,18 +120,19 @@ def read_meta(path: str | os.PathLike[str]) -> dict | None:
 def shard_is_current(path: str, config: dict) -> bool:
   """Whether `path` holds a complete shard made under `config` (every key equal)."""
   record = read_meta(path)
-  if record is None or record.get("format") != FORMAT:
+  if record is None or any(record.get(k) != v for k, v in config.items()):
     return False
-  if any(record.get(k) != v for k, v in config.items()):
-    return False
-  try:
-    shape = np.load(path, mmap_mode="r").shape
-  except (OSError, ValueError):
-    return False
-  return shape == (record["count"], record["size"], record["size"], 3)
+  problem = shard_problem(path)
+  if problem:
+    warnings.warn(f"rebuilding frame shard: {problem}")
+  return problem is None
 
 
 def _open_shard(path: str) -> np.memmap:
+  problem = shard_problem(path)
+  if problem:
+    raise files.CorruptFileError(f"refusing to train on frame shard {problem}; delete it (and "
+                                 "its .json) to have it rendered again")
   try:
     frames = np.load(path, mmap_mode="r")
   except (OSError, ValueError) as e:

@@ -7,9 +7,13 @@ import list, so adding a job touches nothing else). A job module defines
                      config files in configs/ start from it)
   validate(config)   refuses values it cannot use (ConfigError naming the key), before any work
   run(config)        the job; cells go through the shared grid runner (`grid.py`)
+  GRIDS              (optional) the sweep axes: keys that must be non-empty, without repeats
+  DIRS               (optional, default ("workdir",)) keys of directories it writes: each must
+                     accept a probe file before any work starts
 
 `resolve(config)` finds the job and checks the config against its schema (keys outside it are
-refused: a typo is never a silent default) and its `validate`.
+refused: a typo is never a silent default), its grids, its `validate` and its directories;
+`Job.run` holds the workdir's lock, so a second job into the same workdir is refused.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import pkgutil
 from typing import Any, Callable
 
 from vcbench import config as config_lib
+from vcbench import files
 from vcbench.registry import Registry
 
 _NOT_JOBS = ("grid",)   # Modules here that are shared pieces, not jobs.
@@ -27,9 +32,25 @@ _NOT_JOBS = ("grid",)   # Modules here that are shared pieces, not jobs.
 @dataclasses.dataclass(frozen=True)
 class Job:
   name: str
-  run: Callable[[Any], Any]
+  body: Callable[[Any], Any]
   default_config: Callable[[], Any]
   validate: Callable[[Any], None]
+  grids: tuple[str, ...] = ()
+  dirs: tuple[str, ...] = ("workdir",)
+
+  def check(self, config) -> None:
+    """Everything that can be checked before work: keys, grids, the job's own checks, and
+    that the directories it writes accept files."""
+    config_lib.check_keys(config, self.default_config())
+    config_lib.require_grid(config, self.grids)
+    self.validate(config)
+    for key in self.dirs:
+      config_lib.require_writable(config, key)
+
+  def run(self, config):
+    """The job, holding its workdir's lock (one writer per workdir)."""
+    with files.workdir_lock(config.workdir):
+      return self.body(config)
 
 
 def names() -> list[str]:
@@ -43,7 +64,8 @@ def get(name: str) -> Job:
   for job in names():
     known.register(job)(job)
   module = importlib.import_module(f"{__name__}.{known.get(name)}")
-  return Job(name, module.run, module.default_config, module.validate)
+  return Job(name, module.run, module.default_config, module.validate,
+             getattr(module, "GRIDS", ()), getattr(module, "DIRS", ("workdir",)))
 
 
 def resolve(config) -> Job:
@@ -54,6 +76,5 @@ def resolve(config) -> Job:
     job = get(config.job)
   except KeyError as e:
     raise config_lib.ConfigError(f"config.job: {e}") from None
-  config_lib.check_keys(config, job.default_config())
-  job.validate(config)
+  job.check(config)
   return job

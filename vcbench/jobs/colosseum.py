@@ -30,6 +30,8 @@ from vcbench.reports import colosseum as report_lib
 from vcbench.store import Cell
 
 NOT_HASHED = cortexbench_job.NOT_HASHED + ("test_sets",)   # Which cells: not what they compute.
+GRIDS = cortexbench_job.GRIDS + ("test_sets",)
+DIRS = cortexbench_job.DIRS
 # The digest of `col.definitions()` when it entered the hash: at this value it is left out, so
 # the cells stored before keep their hash; any changed definition changes every cell's hash.
 DEFINITIONS_DIGEST = "d1fed064689d0651af52cbab81c08fe997f03edb5c113b590d5ded40e303ad62"
@@ -131,7 +133,7 @@ def _run_task(track: cortexbench_job.Track, grid: grid_lib.Grid, task: str,
   factors_excluded = {f: why for f, why in excluded.items() if f in col.FACTORS}
   make_sim = col.make_sim(task, track.render, config.horizon, config.factor_seed,
                           factors_excluded)
-  for unit in units:
+  for unit in grid.pending(units):
     _, pvr, seed = unit.key
     emb_fn = track.embedder(pvr)
     emb = track.embeddings(task, emb_fn, demos)

@@ -32,6 +32,8 @@ from vcbench.store import Cell
 # which cells it contains (a cell names its own task, PVR and seed). Changing them keeps the
 # cells already in the store, so a sweep can grow by a seed, task or PVR.
 NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "pvrs", "seeds")
+GRIDS = ("tasks", "pvrs", "seeds")
+DIRS = ("workdir", "data_dir")
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -83,6 +85,8 @@ def validate(config) -> None:
                        f"PVRs with pixels: suite {suite.name} exposes no simulator state")
   bc_protocol.validate_config(config, config.pvrs)
   adaptation_lib.validate(config)
+  if suite.cameras is not None:
+    config_lib.require_choice(config, "camera", suite.cameras(config.tasks[0]))
 
 
 def config_hash(config) -> str:
@@ -191,7 +195,7 @@ def _run_task(track: Track, grid: grid_lib.Grid, task: str, units: list[grid_lib
   for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
     run_seed, pixels, fingerprint = _cell_runner(track, task, pvr, demos)
     evaluator = track.evaluator(task, pixels)
-    for unit in pvr_units:
+    for unit in grid.pending(pvr_units):
       seed = unit.key[2]
       print(f"{task} / {pvr} / seed {seed}")
       metrics = run_seed(evaluator, seed)

@@ -7,7 +7,7 @@ group them by:
     grid = Grid("cortexbench", config.workdir, config_hash(config, NOT_HASHED))
     for task, units in grid.groups(grid.todo(units), by=lambda u: u.key[0]).items():
       demos = ...                                   # what the group shares, loaded once
-      for unit in units:
+      for unit in grid.pending(units):              # re-checked just before it runs
         grid.record(unit.cells[0], metrics, extra)  # appended (atomically) as it is done
     rows = grid.rows(benchmark="cortexbench")       # this config's records, for the report
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Callable, Hashable, Iterable, Mapping, Optional
+from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Optional
 
 from vcbench import provenance
 from vcbench.store import Cell, ResultStore
@@ -59,6 +59,17 @@ class Grid:
              f"{self.store.path})")
     return [Unit(u.key, tuple(c for c in u.cells if c in pending)) for u in units
             if any(c in pending for c in u.cells)]
+
+  def pending(self, units: Iterable[Unit]) -> Iterator[Unit]:
+    """`units`, each re-checked against the store just before it is yielded (reduced to the
+    cells still pending, skipped when none are): a cell another writer finished meanwhile is
+    never computed twice."""
+    for unit in units:
+      left = set(self.store.pending(unit.cells, self.config_hash))
+      if left:
+        yield Unit(unit.key, tuple(c for c in unit.cells if c in left))
+      else:
+        self.log(f"{self.name}: {unit.key} was finished by another run; skipped")
 
   @staticmethod
   def groups(units: Iterable[Unit], by: Callable[[Unit], Hashable]) -> dict[Any, list[Unit]]:

@@ -21,6 +21,9 @@ from vcbench.algos import mae
 from vcbench.data import frames
 
 
+DIRS = ("workdir", "data.dir")
+
+
 def default_config() -> ml_collections.ConfigDict:
   """facebookresearch/mae's ViT-B/16 pre-training on the frames of vcbench's simulators."""
   c = ml_collections.ConfigDict()
@@ -29,7 +32,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.workdir = "runs/mae_full"
   c.export_to = ""            # Also copy the trained encoder here (e.g. the zoo's weights).
   d = c.data = ml_collections.ConfigDict()
-  d.dir = "runs/frames"       # Frame shards, shared by runs (generated once, resumable).
+  d.dir = "runs/frames"       # Frame shards, shared by runs (generated once, resumable);
+                              # "" = <workdir>/frames.
   d.size = 128                # Frames are stored at this size; crops are resized to img_size.
   d.metaworld_tasks = "all"   # 'all' or a comma list of MetaWorld tasks.
   d.metaworld_episodes = 4    # Noisy-expert episodes per task (train-range seeds >= 50000).
@@ -70,15 +74,19 @@ def validate(config) -> None:
                      "then one per folder)")
 
 
+def frames_dir(config) -> str:
+  return config.data.dir or os.path.join(config.workdir, "frames")
+
+
 def sources(config) -> list:
   """The frame sources of config.data, generating missing shards first."""
   d = config.data
   t0 = time.time()
   out = [frames.ShardSource(frames.metaworld_frames(
-      d.dir, frames.metaworld_tasks(d.metaworld_tasks), d.metaworld_episodes, size=d.size,
+      frames_dir(config), frames.metaworld_tasks(d.metaworld_tasks), d.metaworld_episodes, size=d.size,
       stride=d.metaworld_stride))]
   if d.nav_frames:
-    out.append(frames.ShardSource(frames.nav_frames(d.dir, d.nav_frames, size=d.size)))
+    out.append(frames.ShardSource(frames.nav_frames(frames_dir(config), d.nav_frames, size=d.size)))
   out += [frames.FolderSource(f, d.size) for f in _folders(d.folders)]
   print(f"mae: frames {' + '.join(str(len(s)) for s in out)} at {d.size}px "
         f"({time.time() - t0:.0f} s)")

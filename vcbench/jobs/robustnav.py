@@ -17,6 +17,7 @@ import time
 import ml_collections
 
 from vcbench import config as config_lib
+from vcbench import files
 from vcbench.algos import pad as pad_lib
 from vcbench.benchmarks import robustnav as rn
 from vcbench.jobs import grid as grid_lib
@@ -25,6 +26,8 @@ from vcbench.store import Cell, ResultStore
 
 # What decides a cell's numbers is the rest of the config and the agent; not which other cells
 # a launch computes, nor where.
+GRIDS = ("agents",)
+DIRS = ("workdir", "nav_workdir")
 NOT_HASHED = ("workdir", "eval_batch", "agents", "sweep", "only", "extra", "variant",
               "nav_config", "adapt.methods", "adapt.corruptions")
 
@@ -106,7 +109,8 @@ def agent(config, variant: str) -> rn.Agent:
   nav = nav_config(config, variant)
   if not (pathlib.Path(nav.workdir) / variant / "best" / "validation.json").exists():
     print(f"robustnav: no trained {variant} under {nav.workdir}; training it", flush=True)
-    nav_job.run(nav)
+    with files.workdir_lock(nav.workdir):
+      nav_job.run(nav)
   return rn.Agent(nav)
 
 
@@ -148,7 +152,7 @@ def evaluate_cells(config, a: rn.Agent, adaptation: str, get_params, conds, env)
                                         severity=cond.severity),)) for cond in conds]
   todo = grid.todo(units)
   params = get_params() if todo else None
-  for unit in todo:
+  for unit in grid.pending(todo):
     (cond,) = unit.key
     t0 = time.time()
     s = rn.evaluate(a.trainer, params, rn.corrupted(env, cond, config.seed),

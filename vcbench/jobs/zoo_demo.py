@@ -10,6 +10,9 @@ from vcbench.models import zoo
 from vcbench.store import Cell
 
 
+GRIDS = ("encoders",)
+
+
 def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.job = "zoo_demo"
@@ -42,7 +45,7 @@ def run(config) -> str:
   if todo:
     train = shapes_probe.make_shapes(config.seed, config.num_train, config.image_size)
     test = shapes_probe.make_shapes(config.seed + 1, config.num_test, config.image_size)
-  for unit in todo:
+  for unit in grid.pending(todo):
     (name,) = unit.key
     metrics = shapes_probe.probe(zoo.load(name), train, test, config.batch_size)
     grid.record(unit.cells[0], metrics)

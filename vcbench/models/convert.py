@@ -15,12 +15,13 @@ loads read back with NumPy alone, no torch needed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import zipfile
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-import ml_dtypes  # noqa: F401  # pylint: disable=unused-import  # registers bfloat16 for safetensors
+import ml_dtypes  # Also registers bfloat16 with numpy, for safetensors.
 import numpy as np
 
 from vcbench import files
@@ -69,9 +70,16 @@ def _torch_load(path: str) -> Any:
       raise CheckpointError(
           f"{path}: refused: the pickle holds Python objects other than tensors and "
           "plain containers, and unpickling them could run code. Re-save a plain "
-          f"state_dict. (torch said: {msg.splitlines()[0]})") from e
+          f"state_dict.{_refused_global(msg)}") from e
     raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or "
                           f"corrupt?): {type(e).__name__}: {msg.splitlines()[0] if msg else ''}") from e
+
+
+def _refused_global(torch_message: str) -> str:
+  """What torch's allow-list refused, without torch's advice (which is to unpickle with
+  `weights_only=False`, the unsafe option)."""
+  found = re.search(r"Unsupported (global|operand)[^\n.]*", torch_message)
+  return f" (refused: {found.group(0).strip()})" if found else ""
 
 
 def _to_numpy(value) -> Optional[np.ndarray]:
@@ -103,6 +111,55 @@ def flatten_state(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
   return _flatten(tree, ".", _to_numpy)
 
 
+def _safetensors_header_problem(path: str) -> Optional[str]:
+  size = os.path.getsize(path)
+  with open(path, "rb") as f:
+    head = f.read(8)
+    if len(head) < 8:
+      return "shorter than a safetensors header"
+    n = int.from_bytes(head, "little")
+    if n > size - 8:
+      return f"header of {n} bytes in a file of {size} (truncated?)"
+    try:
+      header = json.loads(f.read(n))
+    except ValueError as e:
+      return f"unreadable header ({e})"
+  end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
+            default=0)
+  return f"tensors end at byte {8 + n + end}, the file has {size} (truncated?)" if (
+      8 + n + end > size) else None
+
+
+def check_readable(path: str) -> None:
+  """Cheap checks that `path` is a checkpoint `read_checkpoint` can read (it exists, is a file
+  of a known kind, its header or zip directory is intact), without reading the tensors: jobs
+  run it on every checkpoint before any expensive work."""
+  if not os.path.exists(path):
+    raise CheckpointError(f"{path}: no such file")
+  if os.path.isdir(path):
+    raise CheckpointError(f"{path}: a directory, expected a checkpoint file")
+  if os.path.getsize(path) == 0:
+    raise CheckpointError(f"{path}: empty file")
+  ext = os.path.splitext(path)[1].lower()
+  if ext not in (".safetensors", ".npz", *_TORCH_EXTENSIONS):
+    raise CheckpointError(f"{path}: unknown checkpoint extension {ext!r}; expected .pth, .pt, "
+                          ".bin, .ckpt, .tar, .safetensors or .npz")
+  if ext == ".safetensors":
+    problem = _safetensors_header_problem(path)
+  elif zipfile.is_zipfile(path):
+    problem = None
+  elif ext == ".npz":
+    problem = "not a zip archive (truncated or corrupt?)"
+  else:   # A pre-1.6 torch file is a pickle: protocol 2+ opens with 0x80.
+    with open(path, "rb") as f:
+      problem = None if f.read(1) == b"\x80" else "neither a zip nor a pickle"
+  if problem:
+    raise CheckpointError(f"{path}: not a readable checkpoint: {problem}")
+
+
+_TORCH_EXTENSIONS = (".pth", ".pt", ".bin", ".ckpt", ".tar")
+
+
 def read_checkpoint(path: str) -> dict[str, np.ndarray]:
   """Reads .pth/.pt/.bin/.ckpt, .safetensors or .npz into {key: ndarray}.
 
@@ -125,7 +182,7 @@ def read_checkpoint(path: str) -> dict[str, np.ndarray]:
     except Exception as e:
       raise CheckpointError(f"{path}: not a readable .npz file (truncated or corrupt?): "
                             f"{type(e).__name__}: {e}") from e
-  if ext in (".pth", ".pt", ".bin", ".ckpt", ".tar"):
+  if ext in _TORCH_EXTENSIONS:
     obj = _torch_load(path)
     if not isinstance(obj, Mapping):
       raise CheckpointError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
@@ -246,6 +303,29 @@ def _target_shapes(expected: Mapping[str, Any]) -> dict[str, tuple]:
   return {k: tuple(v.shape) for k, v in flatten_variables(expected).items()}
 
 
+def _bad_values(items) -> list[str]:
+  """Why each (name, array) is unusable as a weight: not floating point, or not finite."""
+  problems = []
+  for name, value in items:
+    value = np.asarray(value)
+    if not (np.issubdtype(value.dtype, np.floating) or value.dtype == ml_dtypes.bfloat16):
+      problems.append(f"{name}: dtype {value.dtype}, expected a floating-point weight")
+    elif not np.isfinite(value.astype(np.float32)).all():
+      bad = int((~np.isfinite(value.astype(np.float32))).sum())
+      problems.append(f"{name}: {bad} of {value.size} values are NaN or infinite")
+  return problems
+
+
+def check_values(items, source: str) -> None:
+  """Refuses weights that would load silently wrong (an int or bool tensor cast to float, NaNs
+  or infinities), naming every such tensor of `source`."""
+  problems = _bad_values(items)
+  if problems:
+    shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5
+                                       else "")
+    raise CheckpointError(f"{source}: {len(problems)} unusable tensor(s): {shown}")
+
+
 def convert_state(state: Mapping[str, np.ndarray], layout: Layout,
                   expected: Mapping[str, Any], source: str = "<state>",
                   dtype=np.float32) -> tuple[dict[str, Any], dict[str, str]]:
@@ -258,6 +338,7 @@ def convert_state(state: Mapping[str, np.ndarray], layout: Layout,
   filled: dict[str, np.ndarray] = {}
   dropped: dict[str, str] = {}
   unexpected, mismatched, duplicate = [], [], []
+  used = []   # (source key, tensor) of every tensor that fills a variable.
   prefix = _pick_prefix(state, layout.prefixes)
   for key, value in state.items():
     if not key.startswith(prefix):
@@ -282,6 +363,7 @@ def convert_state(state: Mapping[str, np.ndarray], layout: Layout,
       mismatched.append((key, target, shapes[target], tuple(value.shape)))
       continue
     filled[target] = out.astype(dtype)
+    used.append((key, value))
   missing = [k for k in shapes if k not in filled and k not in
              {m[1] for m in mismatched}]
   if duplicate:
@@ -289,6 +371,7 @@ def convert_state(state: Mapping[str, np.ndarray], layout: Layout,
                           f"{sorted(set(duplicate))}")
   if missing or unexpected or mismatched:
     raise ConversionError(_format_report(missing, unexpected, mismatched, source))
+  check_values(used, source)
   return unflatten_variables(filled), dropped
 
 
@@ -302,6 +385,7 @@ def check_native(flat: Mapping[str, np.ndarray], expected: Mapping[str, Any],
                 if k in shapes and tuple(v.shape) != shapes[k]]
   if missing or unexpected or mismatched:
     raise ConversionError(_format_report(missing, unexpected, mismatched, source))
+  check_values(flat.items(), source)
   return unflatten_variables({k: np.asarray(v) for k, v in flat.items()})
 
 

@@ -21,14 +21,16 @@ import functools
 import hashlib
 import importlib.util
 import os
+import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from vcbench import files
 from vcbench.errors import UserError
-
 from vcbench.models import convert
 from vcbench.models import layouts
 from vcbench.models.mobilenet import MobileNetV2
@@ -36,6 +38,10 @@ from vcbench.models.preprocess import CLIP_MEAN, CLIP_STD, Preprocess, check_ima
 from vcbench.models.resnet import ResNet
 from vcbench.models.vit import ViT
 from vcbench.registry import Registry
+
+
+class InputSizeError(UserError, ValueError):
+  """An input size the encoder cannot take."""
 
 
 class MissingCheckpointError(UserError, FileNotFoundError):
@@ -102,13 +108,29 @@ def _cache_dir() -> str:
                                                       "vcbench"))
 
 
-def _converted_path(name: str, checkpoint: str) -> str:
-  # Converted variables do not depend on the input size: position embeddings
-  # keep the checkpoint's grid and are resampled at run time.
+def _converted_entry(name: str, checkpoint: str) -> tuple[str, str]:
+  """The cache entry (`files` base path, key) of `checkpoint` converted for `name`.
+
+  Converted variables do not depend on the input size: position embeddings keep the
+  checkpoint's grid and are resampled at run time."""
   st = os.stat(checkpoint)
   tag = f"{os.path.abspath(checkpoint)}|{st.st_size}|{st.st_mtime_ns}"
   digest = hashlib.sha256(tag.encode()).hexdigest()[:16]
-  return os.path.join(_cache_dir(), "converted", f"{name}-{digest}.npz")
+  return os.path.join(_cache_dir(), "converted", f"{name}-{digest}"), tag
+
+
+def _cached_variables(base: str, key: str, expected) -> Optional[dict]:
+  """The converted variables cached at `base`, or None (a miss) when there are none or they are
+  corrupt: a truncated or modified cache is rebuilt from the checkpoint, with a warning."""
+  if not files.exists(base):
+    return None
+  try:
+    flat, _ = files.load(base, key)
+    return convert.check_native(flat, expected, base + ".npz")
+  except (files.CorruptFileError, convert.CheckpointError, convert.ConversionError) as e:
+    warnings.warn(f"converted-weights cache {base}.npz is unusable ({e}); rebuilding it")
+    files.remove(base)
+    return None
 
 
 def _resolve_checkpoint(e: Entry, checkpoint: Optional[str]) -> str:
@@ -119,6 +141,23 @@ def _resolve_checkpoint(e: Entry, checkpoint: Optional[str]) -> str:
         f"zoo entry {e.name!r} is a pretrained PVR and needs its checkpoint: "
         f"zoo.load({e.name!r}, checkpoint=PATH). The official file: {e.source}")
   return os.fspath(checkpoint)
+
+
+def check_inputs(name: str, checkpoint: Optional[str] = None,
+                 img_size: Optional[int] = None) -> None:
+  """What `load(name, checkpoint, img_size=...)` would refuse, found without loading anything:
+  an unknown name, a missing or unreadable checkpoint (header only), an input size the model
+  cannot take (a ViT's must be a multiple of its patch)."""
+  e = ZOO.get(name)
+  module = e.build(img_size=img_size or e.preprocess.size, dtype=jnp.float32)
+  patch = getattr(module, "patch", None)
+  if img_size and patch and img_size % patch:
+    raise InputSizeError(
+        f"{name}: input size {img_size} is not a multiple of its patch size {patch} (try "
+        f"{max(patch, img_size // patch * patch)} or {(img_size // patch + 1) * patch})")
+  if checkpoint is None and not e.pretrained:
+    return
+  convert.check_readable(_resolve_checkpoint(e, checkpoint))
 
 
 def load(name: str, checkpoint: Optional[str] = None, *, img_size: Optional[int] = None,
@@ -152,15 +191,17 @@ def _load_pretrained(e: Entry, checkpoint: str, expected, cache: bool):
   if not os.path.exists(checkpoint):
     raise MissingCheckpointError(f"{checkpoint}: no such file (zoo entry {e.name!r}; the "
                                  f"official file: {e.source})")
-  cached = _converted_path(e.name, checkpoint) if cache else None
-  if cached and os.path.exists(cached):
-    return convert.load_variables(cached, expected)
+  base, key = _converted_entry(e.name, checkpoint)
+  if cache and (variables := _cached_variables(base, key, expected)) is not None:
+    return variables
   flat = convert.read_checkpoint(checkpoint)
   if convert.is_native(flat):
     return convert.check_native(flat, expected, checkpoint)
   variables, _ = convert.convert_state(flat, e.layout, expected, source=checkpoint)
-  if cached:
-    convert.save_variables(cached, variables)
+  if cache:
+    arrays = {k: np.asarray(v) for k, v in convert.flatten_variables(variables).items()}
+    files.save(base, arrays, {"pvr": e.name, "checkpoint": os.path.abspath(checkpoint)}, key,
+               compress=False)
   return variables
 
 

@@ -162,6 +162,17 @@ class MetaWorldSim:
     self.env.close()
 
 
+def camera_names(task: str) -> list[str]:
+  """The cameras `RenderConfig.camera` may name for `task`: vcbench's free cameras, then the
+  model's own."""
+  sim = MetaWorldSim(task, None)
+  try:
+    model = sim.env.model
+    return sorted(CAMERAS) + [model.camera(i).name for i in range(model.ncam)]
+  finally:
+    sim.close()
+
+
 def make_renderer(model, render: RenderConfig, upright_cameras: tuple[str, ...] = ()):
   """(renderer, camera, flip) for `render.camera`; `upright_cameras` are model cameras that,
   unlike MetaWorld's own, need no flip (cameras vcbench adds to a scene)."""
