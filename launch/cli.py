@@ -29,6 +29,11 @@ from vcbench import config as config_lib
 from vcbench import errors
 
 USER_ERROR, INTERRUPTED = 2, 130
+
+
+class InputError(errors.UserError, ValueError):
+  """Input a command was given that it cannot use (e.g. a result store a report cannot read)."""
+
 _VERBOSE = flags.DEFINE_bool("verbose", False, "print the full traceback of a user error")
 
 

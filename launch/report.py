@@ -33,7 +33,7 @@ def main(argv: Sequence[str]) -> None:
   try:
     rows = load_rows(_STORE.value, _PROTOCOL.value)
   except (FileNotFoundError, ValueError) as e:
-    sys.exit(f"launch.report: {e}")
+    raise cli.InputError(f"launch.report: {e}") from e
   protocols = sorted({str(r.get("extra/protocol")) for r in rows})
   if _PROTOCOL.value is None and len(protocols) > 1:
     print(f"note: the store mixes protocols {protocols}; pass --protocol to report one",

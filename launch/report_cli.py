@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import pathlib
-import sys
 from typing import Any, Callable, Mapping, Sequence
 
 from absl import flags
 
+from launch import cli
 from vcbench import store as store_lib
 
 _STORE = flags.DEFINE_list("store", None, "result store(s) (.jsonl) to read; several, comma-"
@@ -18,16 +18,16 @@ _OUT = flags.DEFINE_string("out", None, "directory for the report files", requir
 def run(name: str, write_report: Callable[[list, str], Mapping[str, pathlib.Path]],
         printed: Sequence[str]) -> None:
   """Writes the report of `--store` under `--out`, prints the `printed` files that exist and
-  lists every file; exits with a message naming the store when it is missing or unusable."""
+  lists every file; a store that is missing or unusable is a user error naming it (`cli`)."""
   paths = [pathlib.Path(p) for p in _STORE.value]
   for path in paths:
     if not path.is_file():
-      sys.exit(f"launch.{name}: result store {str(path)!r} does not exist")
+      raise cli.InputError(f"launch.{name}: result store {str(path)!r} does not exist")
   rows = [r for path in paths for r in store_lib.ResultStore(path).to_rows(latest_only=True)]
   try:
     written = write_report(rows, _OUT.value)
   except ValueError as e:
-    sys.exit(f"launch.{name}: {','.join(_STORE.value)}: {e}")
+    raise cli.InputError(f"launch.{name}: {','.join(_STORE.value)}: {e}") from e
   for key in printed:
     if key in written:
       print(written[key].read_text(encoding="utf-8"))

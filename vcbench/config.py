@@ -17,6 +17,7 @@ import difflib
 import importlib.util
 import os
 import pathlib
+import shutil
 import tempfile
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -157,3 +158,15 @@ def require_writable(config: Any, key: str) -> None:
   except OSError as e:
     raise ConfigError(f"config.{key}={directory!r} is not a writable directory: "
                       f"{e.strerror or e}") from None
+
+
+def require_free_space(directory: str, need_bytes: int, what: str) -> None:
+  """The file system of `directory` (or of its nearest existing parent) has `need_bytes` free
+  for `what`, so a run does not die of a full disk hours in."""
+  probe = pathlib.Path(directory).absolute()
+  while not probe.exists() and probe != probe.parent:
+    probe = probe.parent
+  free = shutil.disk_usage(probe).free
+  if free < need_bytes:
+    raise ConfigError(f"{directory}: {what} needs about {need_bytes / 1e9:.1f} GB, but its file "
+                      f"system has {free / 1e9:.1f} GB free")

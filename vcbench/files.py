@@ -16,6 +16,7 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -27,6 +28,18 @@ FORMAT = "vcbench-arrays/1"
 
 class CorruptFileError(UserError, ValueError):
   """An entry exists but is truncated, corrupt, or was made under another config."""
+
+
+STRICT_ENV = "VCBENCH_STRICT_CACHES"
+
+
+def rebuild_or_refuse(problem: str, action: str) -> None:
+  """A corrupt cache entry is a miss: warns that it will be rebuilt (`action`, e.g.
+  "Regenerating."). With $VCBENCH_STRICT_CACHES=1 it is an error instead, for runs that must
+  not silently recompute (e.g. to find what corrupts a shared cache)."""
+  if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+    raise CorruptFileError(f"{problem} (not rebuilt: {STRICT_ENV} is set)")
+  warnings.warn(f"{problem} {action}", stacklevel=3)
 
 
 def sha256_file(path: str) -> str:

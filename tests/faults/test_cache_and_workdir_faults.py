@@ -25,7 +25,7 @@ def _shard(tmp_path):
   return path
 
 
-def test_frame_shard_modified_in_place_is_refused_and_rebuilt(tmp_path):
+def test_frame_shard_modified_in_place_is_refused_and_rebuilt(tmp_path, monkeypatch):
   path = _shard(tmp_path)
   assert len(frames.ShardSource([path])) == 6
   data = bytearray(open(path, "rb").read())
@@ -34,8 +34,11 @@ def test_frame_shard_modified_in_place_is_refused_and_rebuilt(tmp_path):
     f.write(bytes(data))
   with pytest.raises(files.CorruptFileError, match="checksum .* does not match"):
     frames.ShardSource([path])
-  with pytest.warns(UserWarning, match="rebuilding frame shard"):
+  with pytest.warns(UserWarning, match="frame shard .* Rebuilding it"):
     assert not frames.shard_is_current(path, {"source": "test"})
+  monkeypatch.setenv(files.STRICT_ENV, "1")          # Strict: refused, not rebuilt.
+  with pytest.raises(files.CorruptFileError, match="not rebuilt: VCBENCH_STRICT_CACHES"):
+    frames.shard_is_current(path, {"source": "test"})
 
 
 def test_shard_without_checksum_is_not_trusted(tmp_path):

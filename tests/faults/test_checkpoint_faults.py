@@ -7,6 +7,7 @@ import jax
 import numpy as np
 import pytest
 
+from vcbench import files
 from vcbench.models import convert
 from vcbench.models import zoo
 
@@ -94,12 +95,12 @@ def test_truncated_files_fail_the_header_check(tmp_path, cut):
       convert.check_readable(str(path))
 
 
-def test_corrupt_converted_cache_is_rebuilt_with_a_warning(tmp_path):
+def test_corrupt_converted_cache_is_rebuilt_with_a_warning(tmp_path, monkeypatch):
   first = zoo.load("in1k_mobilenetv2")
   (cached,) = (tmp_path / "cache" / "converted").glob("in1k_mobilenetv2-*.npz")
   data = bytearray(cached.read_bytes())
   cached.write_bytes(bytes(data[: len(data) // 2]))           # Truncated.
-  with pytest.warns(UserWarning, match="converted-weights cache .* unusable"):
+  with pytest.warns(UserWarning, match="converted-weights cache unusable"):
     second = zoo.load("in1k_mobilenetv2")
   jax.tree.map(np.testing.assert_array_equal, first.params, second.params)
   data = bytearray(cached.read_bytes())
@@ -108,3 +109,7 @@ def test_corrupt_converted_cache_is_rebuilt_with_a_warning(tmp_path):
   with pytest.warns(UserWarning, match="checksum"):
     third = zoo.load("in1k_mobilenetv2")
   jax.tree.map(np.testing.assert_array_equal, first.params, third.params)
+  cached.write_bytes(bytes(data))
+  monkeypatch.setenv(files.STRICT_ENV, "1")
+  with pytest.raises(files.CorruptFileError, match="unusable: .*not rebuilt"):
+    zoo.load("in1k_mobilenetv2")

@@ -3,6 +3,7 @@ traceback unless --verbose; nothing is computed first."""
 import pytest
 
 import launching
+from vcbench import store as store_lib
 
 
 def _errors(out):
@@ -46,3 +47,18 @@ def test_convert_errors_are_one_line(tmp_path):
                       f"--out={tmp_path / 'out.npz'}", tmp_path=tmp_path, timeout=300)
   assert out.returncode == 2, out.stderr[-2000:]
   assert len(_errors(out)) == 1 and str(bad) in out.stderr
+
+
+def test_a_corrupt_store_is_one_line_naming_file_and_line(tmp_path):
+  store = tmp_path / "results.jsonl"
+  s = store_lib.ResultStore(store)
+  for seed in (0, 1):
+    s.append(store_lib.Cell(benchmark="cortexbench", task="assembly", pvr="x", seed=seed),
+             "0" * 64, {"success": 50.0})
+  first, second = store.read_bytes().split(b"\n")[:2]
+  store.write_bytes(first + b"\n" + second[:30] + b"\n" + second + b"\n")  # A torn middle line.
+  out = launching.run("launch.report", f"--store={store}", f"--out={tmp_path / 'report'}",
+                      tmp_path=tmp_path, timeout=300)
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert len(_errors(out)) == 1 and "results.jsonl:2: corrupt record" in out.stderr
+  assert not (tmp_path / "report").exists()

@@ -1,6 +1,7 @@
 """Values that used to be used silently, or refused only after minutes of work, are refused by
 `jobs.resolve` before anything runs, naming the key."""
 import os
+import shutil
 
 import pytest
 
@@ -11,6 +12,7 @@ from configs import robustnav as rn_config
 from configs import zoo_demo as zoo_config
 from vcbench import config as config_lib
 from vcbench import jobs
+from vcbench.data import frames
 from vcbench.models import convert
 from vcbench.models import zoo
 
@@ -107,3 +109,22 @@ def test_mae_tiny_writes_frames_under_its_workdir(tmp_path):
   c.workdir = str(tmp_path / "mae")
   jobs.resolve(c)
   assert mae_job.frames_dir(c) == os.path.join(c.workdir, "frames")
+
+
+def test_a_disk_too_small_for_the_frames_is_refused_before_work(tmp_path, monkeypatch):
+  from vcbench.jobs import mae as mae_job  # pylint: disable=import-outside-toplevel
+  c = mae_config.get_config("tiny")
+  c.workdir = str(tmp_path / "mae")
+  (need, _), = mae_job.disk_estimate(c).values()
+  assert need >= c.data.nav_frames * c.data.size ** 2 * 3
+  usage = shutil.disk_usage(tmp_path)
+  monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=need - 1))
+  with pytest.raises(config_lib.ConfigError, match=r"frames at .* needs about .* GB free"):
+    jobs.resolve(c)
+  for path in [frames.nav_shard(mae_job.frames_dir(c))] + [
+      frames.metaworld_shard(mae_job.frames_dir(c), t)
+      for t in frames.metaworld_tasks(c.data.metaworld_tasks)]:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").close()
+  assert mae_job.disk_estimate(c) == {}          # Shards on disk: nothing more to write.
+  jobs.resolve(c)

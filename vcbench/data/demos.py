@@ -24,7 +24,6 @@ evaluation never replays a demo.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
@@ -176,7 +175,7 @@ def load_or_generate(root: str, cfg: DemoConfig, source: Source,
     except files.CorruptFileError as e:
       if not regenerate:
         raise
-      warnings.warn(f"{e} Regenerating.", stacklevel=2)
+      files.rebuild_or_refuse(str(e), "Regenerating.")
       files.remove(base)
   arrays, meta = generate(cfg, source)
   files.save(base, arrays, meta, key)

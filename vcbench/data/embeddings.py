@@ -7,7 +7,6 @@ detected by its checksum and recomputed.
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
@@ -29,7 +28,7 @@ def load_or_compute(root: str, task: str, embedder: Embedder, demos: Demos,
     try:
       return files.load(base, key)[0]["emb"]
     except files.CorruptFileError as e:
-      warnings.warn(f"{e} Recomputing.", stacklevel=2)
+      files.rebuild_or_refuse(str(e), "Recomputing.")
       files.remove(base)
   values = demos.state if embedder.obs_key == "state" else demos.frames
   emb = embed_all(embedder, values, batch_size, desc=f"embed {task} {embedder.name}")

@@ -25,7 +25,6 @@ import importlib.metadata
 import json
 import os
 import pathlib
-import warnings
 import zlib
 from typing import Iterator, Sequence
 
@@ -44,6 +43,7 @@ FORMAT = "vcbench-frames/1"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 # Above the demos' seeds (0..max_attempts) and below the validation range (100_000).
 METAWORLD_SEED_BASE = 50_000
+METAWORLD_MAX_STEPS = 200
 HOLD_STEPS = 10   # steps kept after MetaWorld reports success (the arm at rest near the goal).
 MIN_SHUFFLE_SPAN = 1 << 16   # see `_shuffled_forever`.
 
@@ -124,7 +124,7 @@ def shard_is_current(path: str, config: dict) -> bool:
     return False
   problem = shard_problem(path)
   if problem:
-    warnings.warn(f"rebuilding frame shard: {problem}")
+    files.rebuild_or_refuse(f"frame shard {problem}", "Rebuilding it.")
   return problem is None
 
 
@@ -250,7 +250,7 @@ def metaworld_tasks(spec: str) -> list[str]:
 
 
 def metaworld_frames(out_dir: str, tasks: Sequence[str], episodes_per_task: int,
-                     size: int = 128, stride: int = 2, max_steps: int = 200, noise: float = 0.3,
+                     size: int = 128, stride: int = 2, max_steps: int = METAWORLD_MAX_STEPS, noise: float = 0.3,
                      seed: int = 0, camera: str = "top_cap2") -> list[str]:
   """Renders the noisy scripted experts: one shard per task, `<out_dir>/metaworld/<task>.npy`.
 
@@ -271,7 +271,7 @@ def metaworld_frames(out_dir: str, tasks: Sequence[str], episodes_per_task: int,
     mw.check_task(task)
   paths = []
   for task in tasks:
-    path = os.path.join(out_dir, "metaworld", f"{task}.npy")
+    path = metaworld_shard(out_dir, task)
     config = {"source": "metaworld", "task": task, "episodes": int(episodes_per_task),
               "size": int(size), "camera": camera, "stride": int(stride),
               "max_steps": int(max_steps), "noise": float(noise), "seed": int(seed),
@@ -281,6 +281,14 @@ def metaworld_frames(out_dir: str, tasks: Sequence[str], episodes_per_task: int,
       write_shard(path, _task_frames(mw, config), config)
     paths.append(path)
   return paths
+
+
+def metaworld_shard(out_dir: str, task: str) -> str:
+  return os.path.join(out_dir, "metaworld", f"{task}.npy")
+
+
+def nav_shard(out_dir: str) -> str:
+  return os.path.join(out_dir, "nav", "frames.npy")
 
 
 def _metaworld_version() -> str:
@@ -345,7 +353,7 @@ def nav_frames(out_dir: str, count: int, size: int = 128, seed: int = 0, *,
   from vcbench.envs.nav import textures  # noqa: PLC0415
   if count < 1:
     raise ValueError(f"nav_frames: count must be >= 1, got {count}.")
-  path = os.path.join(out_dir, "nav", "frames.npy")
+  path = nav_shard(out_dir)
   config = {"source": "nav", "split": "train", "count": int(count), "size": int(size),
             "seed": int(seed), "num_scenes": int(num_scenes), "grid_size": int(grid_size),
             "hfov": float(hfov)}

@@ -10,6 +10,8 @@ import list, so adding a job touches nothing else). A job module defines
   GRIDS              (optional) the sweep axes: keys that must be non-empty, without repeats
   DIRS               (optional, default ("workdir",)) keys of directories it writes: each must
                      accept a probe file before any work starts
+  disk_estimate(config)  (optional) {directory: (bytes, what)}: what the job will write there
+                     (stated estimates, of what is not on disk yet); each must be free
 
 `resolve(config)` finds the job and checks the config against its schema (keys outside it are
 refused: a typo is never a silent default), its grids, its `validate` and its directories;
@@ -37,6 +39,7 @@ class Job:
   validate: Callable[[Any], None]
   grids: tuple[str, ...] = ()
   dirs: tuple[str, ...] = ("workdir",)
+  disk_estimate: Callable[[Any], dict] = lambda config: {}
 
   def check(self, config) -> None:
     """Everything that can be checked before work: keys, grids, the job's own checks, and
@@ -46,6 +49,8 @@ class Job:
     self.validate(config)
     for key in self.dirs:
       config_lib.require_writable(config, key)
+    for directory, (need, what) in self.disk_estimate(config).items():
+      config_lib.require_free_space(directory, need, what)
 
   def run(self, config):
     """The job, holding its workdir's lock (one writer per workdir)."""
@@ -65,7 +70,8 @@ def get(name: str) -> Job:
     known.register(job)(job)
   module = importlib.import_module(f"{__name__}.{known.get(name)}")
   return Job(name, module.run, module.default_config, module.validate,
-             getattr(module, "GRIDS", ()), getattr(module, "DIRS", ("workdir",)))
+             getattr(module, "GRIDS", ()), getattr(module, "DIRS", ("workdir",)),
+             getattr(module, "disk_estimate", lambda config: {}))
 
 
 def resolve(config) -> Job:

@@ -78,6 +78,18 @@ def frames_dir(config) -> str:
   return config.data.dir or os.path.join(config.workdir, "frames")
 
 
+def disk_estimate(config) -> dict:
+  """At most the frame shards not on disk yet (raw uint8 `.npy`): every noisy MetaWorld episode
+  run to its cap, plus the nav frames."""
+  d, root = config.data, frames_dir(config)
+  per_task = d.metaworld_episodes * -(-frames.METAWORLD_MAX_STEPS // d.metaworld_stride)
+  count = per_task * sum(not os.path.exists(frames.metaworld_shard(root, t))
+                         for t in frames.metaworld_tasks(d.metaworld_tasks))
+  if d.nav_frames and not os.path.exists(frames.nav_shard(root)):
+    count += d.nav_frames
+  return {root: (count * d.size ** 2 * 3, f"{count} frames at {d.size} px")} if count else {}
+
+
 def sources(config) -> list:
   """The frame sources of config.data, generating missing shards first."""
   d = config.data

@@ -21,7 +21,6 @@ import functools
 import hashlib
 import importlib.util
 import os
-import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 import flax.linen as nn
@@ -128,7 +127,8 @@ def _cached_variables(base: str, key: str, expected) -> Optional[dict]:
     flat, _ = files.load(base, key)
     return convert.check_native(flat, expected, base + ".npz")
   except (files.CorruptFileError, convert.CheckpointError, convert.ConversionError) as e:
-    warnings.warn(f"converted-weights cache {base}.npz is unusable ({e}); rebuilding it")
+    files.rebuild_or_refuse(f"converted-weights cache unusable: {e}",
+                            "Rebuilding it.")
     files.remove(base)
     return None
 
