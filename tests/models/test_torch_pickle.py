@@ -201,8 +201,12 @@ def test_sparse_tensors_are_unsupported_not_unsafe(tmp_path):
 
 
 class _FakeStorage:
-  def __init__(self, numel):
-    self.numel = numel
+  def __init__(self, numel, key="0", view=None):
+    self.numel, self.key, self.view = numel, key, view
+
+  def pid(self, legacy=False):
+    pid = ("storage", torch.FloatStorage, self.key, "cpu", self.numel)
+    return pid + (self.view,) if legacy else pid
 
 
 class _FakeTensor:
@@ -221,8 +225,7 @@ def _handmade_zip(path, obj, records, with_pickle=True):
   """A zip checkpoint whose data.pkl is `obj` pickled the way torch.save does."""
   buf = io.BytesIO()
   pickler = pickle.Pickler(buf, protocol=2)
-  pickler.persistent_id = lambda o: (("storage", torch.FloatStorage, "0", "cpu", o.numel)
-                                     if isinstance(o, _FakeStorage) else None)
+  pickler.persistent_id = lambda o: o.pid() if isinstance(o, _FakeStorage) else None
   pickler.dump(obj)
   with zipfile.ZipFile(path, "w") as z:
     if with_pickle:
@@ -232,6 +235,39 @@ def _handmade_zip(path, obj, records, with_pickle=True):
     for name, data in records.items():
       z.writestr(f"archive/data/{name}", data)
   return str(path)
+
+
+def _handmade_legacy(path, obj, storages):
+  """A legacy checkpoint of `obj`, its float32 storages given as {key: values}."""
+  with open(path, "wb") as f:
+    for header in (torch_pickle.MAGIC_NUMBER, torch_pickle.PROTOCOL_VERSION,
+                   {"protocol_version": 1001, "little_endian": True,
+                    "type_sizes": {"short": 2, "int": 4, "long": 8}}):
+      pickle.dump(header, f, protocol=2)
+    pickler = pickle.Pickler(f, protocol=2)
+    pickler.persistent_id = lambda o: o.pid(legacy=True) if isinstance(o, _FakeStorage) else None
+    pickler.dump(obj)
+    pickle.dump(list(storages), f, protocol=2)
+    for values in storages.values():
+      f.write(np.int64(values.size).tobytes() + values.astype(np.float32).tobytes())
+  return str(path)
+
+
+def test_legacy_storage_views(tmp_path):
+  """Files from torch < 1.0 name views into other storages."""
+  path = _handmade_legacy(tmp_path / "views.pth", {
+      "whole": _FakeTensor(_FakeStorage(10), (10,)),
+      "view": _FakeTensor(_FakeStorage(10, view=("v", 2, 6)), (2, 3))},
+                          {"0": np.arange(10)})
+  ours = torch_pickle.load(path)
+  assert_same(ours, _torch_load(path))
+  np.testing.assert_array_equal(ours["view"], np.arange(2, 8).reshape(2, 3))
+
+
+def test_legacy_storage_size_must_match(tmp_path):
+  path = _handmade_legacy(tmp_path / "count.pth", {"w": _FakeTensor(_FakeStorage(4), (4,))},
+                          {"0": np.arange(3)})
+  _refused_by_both(path, "storage 0 holds 3 elements, the pickle declares 4")
 
 
 def _refused_by_both(path, match):
