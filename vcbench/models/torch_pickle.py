@@ -364,7 +364,7 @@ def _legacy_header(path: str, f: BinaryIO) -> bool:
     magic = _small_pickle(path, f)
   except CheckpointError:
     raise   # A refused global: the file is hostile, not merely foreign.
-  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError) as e:
+  except Exception as e:  # pylint: disable=broad-except  # Any other bytes: reported below.
     magic = e
   if magic != MAGIC_NUMBER:
     raise _corrupt(path, f"neither a zip archive nor a pickle that opens with PyTorch's "
