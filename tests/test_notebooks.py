@@ -15,8 +15,6 @@ METAWORLD = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs(name, monkeypatch, tmp_path):
-  if name == "zoo_tour.py":
-    pytest.importorskip("torch")  # Converts the shipped MobileNetV2 checkpoint.
   monkeypatch.setenv("VCBENCH_NOTEBOOK_SMALL", "1")
   monkeypatch.setenv("VCBENCH_NO_PROGRESS", "1")
   monkeypatch.setenv("VCBENCH_CACHE", str(tmp_path))

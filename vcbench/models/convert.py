@@ -9,8 +9,10 @@ matches. Anything else raises `ConversionError` listing the missing,
 unexpected and mismatched keys, so a wrong checkpoint fails in one go with the
 whole diff instead of producing an encoder that silently computes garbage.
 
+PyTorch files are read with NumPy alone (`torch_pickle`, the allow-list of
+`torch.load(weights_only=True)`), so torch is never needed at run time.
 Converted variables are saved as a flat `.npz` (`save_variables`) that later
-loads read back with NumPy alone, no torch needed.
+loads read back directly.
 """
 from __future__ import annotations
 
@@ -25,15 +27,13 @@ import ml_dtypes  # Also registers bfloat16 with numpy, for safetensors.
 import numpy as np
 
 from vcbench import files
+from vcbench.errors import CheckpointError
 from vcbench.errors import UserError
 
 from vcbench.models import resize
+from vcbench.models import torch_pickle
 
 NATIVE_COLLECTIONS = ("params", "batch_stats")
-
-
-class CheckpointError(UserError, ValueError):
-  """A checkpoint file that cannot be read (or must not be)."""
 
 
 class ConversionError(UserError, ValueError):
@@ -44,47 +44,10 @@ class ConversionError(UserError, ValueError):
 # Reading files.
 
 
-def _torch_load(path: str) -> Any:
-  try:
-    import torch  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise CheckpointError(
-        f"{path}: reading PyTorch checkpoints needs torch; install the extra "
-        "`pip install -e .[torch]`, or load an already converted .npz") from e
-  # Old-format (pre-1.6) files are plain pickles; new ones are zip archives.
-  # TorchScript archives (OpenAI's CLIP .pt files) carry code, which we do not
-  # run: they are refused with the one-line fix.
-  if zipfile.is_zipfile(path):
-    with zipfile.ZipFile(path) as z:
-      names = z.namelist()
-    torchscript = any(n.endswith("constants.pkl") or "/code/" in n for n in names)
-    if torchscript or not any(n.endswith("data.pkl") for n in names):
-      raise CheckpointError(
-          f"{path}: a TorchScript archive (or a zip that is no checkpoint); load it once "
-          "with torch.jit.load and save model.state_dict() with torch.save instead")
-  try:
-    return torch.load(path, map_location="cpu", weights_only=True)
-  except Exception as e:  # torch raises several types for the same problems.
-    msg = str(e)
-    if "Weights only load failed" in msg or "Unsupported global" in msg:
-      raise CheckpointError(
-          f"{path}: refused: the pickle holds Python objects other than tensors and "
-          "plain containers, and unpickling them could run code. Re-save a plain "
-          f"state_dict.{_refused_global(msg)}") from e
-    raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or "
-                          f"corrupt?): {type(e).__name__}: {msg.splitlines()[0] if msg else ''}") from e
-
-
-def _refused_global(torch_message: str) -> str:
-  """What torch's allow-list refused, without torch's advice (which is to unpickle with
-  `weights_only=False`, the unsafe option)."""
-  found = re.search(r"Unsupported (global|operand)[^\n.]*", torch_message)
-  return f" (refused: {found.group(0).strip()})" if found else ""
-
-
 def _to_numpy(value) -> Optional[np.ndarray]:
   if isinstance(value, np.ndarray):
-    return value
+    # Layout transforms and the value checks work in float32; bfloat16 widens exactly.
+    return value.astype(np.float32) if value.dtype == ml_dtypes.bfloat16 else value
   if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
     t = value.detach().cpu()
     if str(t.dtype) == "torch.bfloat16":
@@ -146,13 +109,11 @@ def check_readable(path: str) -> None:
                           ".bin, .ckpt, .tar, .safetensors or .npz")
   if ext == ".safetensors":
     problem = _safetensors_header_problem(path)
-  elif zipfile.is_zipfile(path):
-    problem = None
   elif ext == ".npz":
-    problem = "not a zip archive (truncated or corrupt?)"
-  else:   # A pre-1.6 torch file is a pickle: protocol 2+ opens with 0x80.
-    with open(path, "rb") as f:
-      problem = None if f.read(1) == b"\x80" else "neither a zip nor a pickle"
+    problem = None if zipfile.is_zipfile(path) else "not a zip archive (truncated or corrupt?)"
+  else:
+    torch_pickle.check(path)   # The pickles and storage sizes, not the tensor bytes.
+    problem = None
   if problem:
     raise CheckpointError(f"{path}: not a readable checkpoint: {problem}")
 
@@ -183,7 +144,7 @@ def read_checkpoint(path: str) -> dict[str, np.ndarray]:
       raise CheckpointError(f"{path}: not a readable .npz file (truncated or corrupt?): "
                             f"{type(e).__name__}: {e}") from e
   if ext in _TORCH_EXTENSIONS:
-    obj = _torch_load(path)
+    obj = torch_pickle.load(path)
     if not isinstance(obj, Mapping):
       raise CheckpointError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
     return flatten_state(obj)

