@@ -152,3 +152,17 @@ def test_an_action_outside_the_single_space_is_a_user_error(single, action):
   single.reset(seed=0)
   with pytest.raises(nav_gym.ActionError, match=r"action space Discrete\(4\)"):
     single.unwrapped.step(action)
+
+
+def test_gymnasium_episode_statistics_read_the_declared_mode_right(vec):
+  envs = gymnasium.wrappers.vector.RecordEpisodeStatistics(vec)
+  envs.reset(seed=2)
+  checked = 0
+  for a in ([0, 3, 1], [1, 0, 3], [0, 0, 0], [3, 1, 2], [2, 2, 2]):
+    *_, infos = envs.step(np.array(a))
+    for i in np.flatnonzero(infos.get("_final_info", [])):
+      final = infos["final_info"]
+      assert infos["episode"]["l"][i] == final["episode_length"][i]
+      assert infos["episode"]["r"][i] == pytest.approx(final["episode_return"][i], abs=1e-5)
+      checked += 1
+  assert checked >= 4
