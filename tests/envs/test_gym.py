@@ -127,12 +127,23 @@ def test_vector_autoreset_is_same_step_and_matches_the_nav_env_own_auto_reset(ve
       np.testing.assert_array_equal(info["final_info"]["episode_length"][done],
                                     np.asarray(ref.metrics["episode_length"])[done])
       # The final frame is the finished episode's, not the new one's.
-      assert not np.array_equal(info["final_obs"]["gps_compass"][done], obs["gps_compass"][done])
+      for i in np.flatnonzero(done):
+        assert not np.array_equal(info["final_obs"][i]["gps_compass"], obs["gps_compass"][i])
+        assert vec.single_observation_space.contains(info["final_obs"][i])
+      assert all(info["final_obs"][i] is None for i in np.flatnonzero(~done))
       ends.append((t, tuple(np.flatnonzero(done))))
     else:
       assert info == {}
   assert ends[0] == (0, (2,))                      # END at the first step terminates
   assert (3, (0, 1)) in ends                       # max_steps=4 truncates the others
+
+
+def test_reset_can_start_a_given_episode_of_the_set(single):
+  first, _ = single.reset(seed=1, options={"episode": 5})
+  again, _ = single.reset(seed=2, options={"episode": 5})
+  np.testing.assert_array_equal(first["gps_compass"], again["gps_compass"])
+  with pytest.raises(ValueError, match=r"episode index in \[0, 8\)"):
+    single.reset(options={"episode": 8})
 
 
 @pytest.mark.parametrize("actions,named", [

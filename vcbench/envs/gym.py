@@ -16,10 +16,10 @@ passed into it as an argument, so its scene pool is not baked into the program).
 
 Autoreset is Gymnasium's SAME_STEP mode, because that is what vcbench-nav's own `auto_reset`
 does: the step that ends an episode also starts the next one and returns its first frame,
-with the reward and terminated/truncated flags of the finished episode. `info["final_obs"]`
-(the last frame of the finished episode, per key) and `info["final_info"]` (its metrics:
+with the reward and terminated/truncated flags of the finished episode. `info["final_obs"][i]`
+(the last observation of env i's finished episode) and `info["final_info"]` (its metrics:
 success, spl, episode_return, ...) carry what ended, masked by `info["_final_obs"]` and
-`info["_final_info"]`. The next episode is drawn from the finished one's key exactly as
+`info["_final_info"]`, as Gymnasium's own vector envs lay them out. The next episode is drawn from the finished one's key exactly as
 `NavEnv(auto_reset=True).step` draws it, so both give the same episodes; the finished frame is
 rendered first and the new one only on steps where some env is done.
 
@@ -137,7 +137,11 @@ class NavGymEnv(gymnasium.Env):
     super().reset(seed=seed)
     key = _seed_key(self.np_random.integers(2**32))
     if options and "episode" in options:
-      self._state = _reset_one_to(self.nav, jnp.int32(options["episode"]), key)
+      episode, count = options["episode"], len(self.nav.episodes)
+      if not isinstance(episode, (int, np.integer)) or not 0 <= episode < count:
+        raise ValueError(f"NavGymEnv.reset: options['episode'] must be an episode index in "
+                         f"[0, {count}), got {episode!r}.")
+      self._state = _reset_one_to(self.nav, jnp.int32(episode), key)
     else:
       self._state = _reset_one(self.nav, key)
     return _to_numpy(self._state.obs), {}
@@ -255,13 +259,17 @@ class NavVectorEnv(VectorEnv):
 
 
 def _final_infos(ended, done: np.ndarray) -> dict[str, Any]:
-  """Gymnasium's SAME_STEP info: final obs and metrics per key, with `_key` masks."""
-  def masked(tree):
-    out = {k: np.asarray(v) for k, v in tree.items()}
-    out.update({f"_{k}": done.copy() for k in tree})
-    return out
-  return {"final_obs": masked(ended.obs), "_final_obs": done.copy(),
-          "final_info": masked(ended.metrics), "_final_info": done.copy()}
+  """Gymnasium's SAME_STEP info, laid out as `SyncVectorEnv` lays it out: `final_obs` an
+  object array of per-env observations (None where no episode ended), `final_info` a dict of
+  per-env arrays, each with its `_key` mask."""
+  obs = _to_numpy(ended.obs)
+  final_obs = np.full(len(done), None, dtype=object)
+  for i in np.flatnonzero(done):
+    final_obs[i] = {k: v[i] for k, v in obs.items()}
+  final_info = {k: np.asarray(v) for k, v in ended.metrics.items()}
+  final_info.update({f"_{k}": done.copy() for k in ended.metrics})
+  return {"final_obs": final_obs, "_final_obs": done.copy(),
+          "final_info": final_info, "_final_info": done.copy()}
 
 
 def register() -> None:
