@@ -2,18 +2,20 @@
 nav env's own auto-reset), seeding, registration, and bad actions named by their space."""
 import warnings
 
-import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
-from gymnasium.vector import AutoresetMode
 
-from vcbench import errors
-from vcbench.envs import gym as nav_gym
-from vcbench.envs import nav
-from vcbench.envs.nav import env as nav_env
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+from gymnasium.vector import AutoresetMode  # noqa: E402
+
+from vcbench import errors  # noqa: E402
+from vcbench.envs import gym as nav_gym  # noqa: E402
+from vcbench.envs import nav  # noqa: E402
+from vcbench.envs.nav import env as nav_env  # noqa: E402
 
 # Tiny pools: building a scene pool and its episodes is most of these tests' time.
 SMALL = dict(height=16, width=16, num_scenes=2, num_episodes=8)

@@ -9,11 +9,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import cortexbench as cortexbench_config
-from vcbench import jobs
-from vcbench import store as store_lib
-from vcbench.benchmarks import cortexbench
-from vcbench.envs import gym_sim, host
+pytest.importorskip("gymnasium")
+pytest.importorskip("mujoco")   # InvertedPendulum-v5 and its renderer
+
+from configs import cortexbench as cortexbench_config  # noqa: E402
+from vcbench import jobs  # noqa: E402
+from vcbench import store as store_lib  # noqa: E402
+from vcbench.benchmarks import cortexbench  # noqa: E402
+from vcbench.envs import gym_sim, host  # noqa: E402
 
 ENV_ID = "InvertedPendulum-v5"
 

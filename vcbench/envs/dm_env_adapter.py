@@ -22,8 +22,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from vcbench.envs.gym_sim import square_frame, state_spec
 from vcbench.envs.host import Spec
+from vcbench.envs.sim_obs import square_frame, state_spec
 
 
 def physics_render(env: Any, size: int, camera_id: int = 0) -> np.ndarray:

@@ -19,9 +19,10 @@ does: the step that ends an episode also starts the next one and returns its fir
 with the reward and terminated/truncated flags of the finished episode. `info["final_obs"][i]`
 (the last observation of env i's finished episode) and `info["final_info"]` (its metrics:
 success, spl, episode_return, ...) carry what ended, masked by `info["_final_obs"]` and
-`info["_final_info"]`, as Gymnasium's own vector envs lay them out. The next episode is drawn from the finished one's key exactly as
-`NavEnv(auto_reset=True).step` draws it, so both give the same episodes; the finished frame is
-rendered first and the new one only on steps where some env is done.
+`info["_final_info"]`, as Gymnasium's own vector envs lay them out. The next episode is drawn
+from the finished one's key exactly as `NavEnv(auto_reset=True).step` draws it, so both give
+the same episodes; the finished frame is rendered first and the new one only on steps where
+some env is done.
 
 terminated: the agent called END (the task's success rule decides `final_info["success"]`).
 truncated: the episode reached its step limit without END.

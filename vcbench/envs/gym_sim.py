@@ -5,10 +5,11 @@
 
 The env is made with `render_mode="rgb_array"`; its frame, resized to `image_size` squared,
 is the `rgb` observation (none with `image_size=0`: state-only runs render nothing) and its
-flattened observation is both `proprio` and `state` (the state oracle's input). Only Box action spaces plug in: the BC track regresses continuous
-actions. Actions are clipped to the space's bounds, as a real actuator would saturate.
-Gymnasium's terminated and truncated both end the host episode (the env must be reset
-either way); `info["success"]` (or `"is_success"`) is the success flag when the env has one.
+flattened observation is both `proprio` and `state` (the state oracle's input). Only Box
+action spaces plug in: the BC track regresses continuous actions. Actions are clipped to the
+space's bounds, as a real actuator would saturate. Gymnasium's terminated and truncated both
+end the host episode (the env must be reset either way); `info["success"]` (or
+`"is_success"`) is the success flag when the env has one.
 """
 from __future__ import annotations
 
@@ -18,29 +19,9 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 from gymnasium import spaces
-from PIL import Image
 
 from vcbench.envs.host import Spec
-
-
-def square_frame(frame: np.ndarray, size: int) -> np.ndarray:
-  """A rendered frame as uint8 [size, size, 3] (area-resized; renderers differ in size)."""
-  frame = np.asarray(frame)
-  if frame.dtype != np.uint8:
-    frame = np.clip(frame, 0, 255).astype(np.uint8)
-  frame = frame[..., :3]
-  if frame.shape[:2] != (size, size):
-    frame = np.asarray(Image.fromarray(frame).resize((size, size), Image.BOX))
-  return np.ascontiguousarray(frame)
-
-
-def state_spec(dim: int, image_size: int) -> Spec:
-  """The observation spec of an adapted simulator: its flat state, and a frame unless
-  `image_size` is 0."""
-  spec = {"proprio": ((dim,), np.dtype(np.float32)), "state": ((dim,), np.dtype(np.float32))}
-  if image_size:
-    spec["rgb"] = ((image_size, image_size, 3), np.dtype(np.uint8))
-  return spec
+from vcbench.envs.sim_obs import square_frame, state_spec
 
 
 def success_flag(info: dict) -> bool:
