@@ -4,6 +4,7 @@ return. InvertedPendulum-v5 renders through MuJoCo (the classic-control renderer
 pygame, which is not a dependency)."""
 import functools
 import json
+import types
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +60,21 @@ def test_a_falling_pendulum_ends_the_host_episode_before_the_horizon():
     for _ in range(60):
       _, _, done, _, steps = batch.step(np.full((2, 1), 3.0, np.float32))
     assert done.all() and (steps < 60).all()
+
+
+def test_a_worker_process_steps_the_same_episodes_as_the_main_one():
+  make = gym_sim.make_sim(ENV_ID, types.SimpleNamespace(size=8), width=8, height=8)
+  runs = []
+  for workers in (0, 1):   # the factory is pickled into a spawned worker
+    with host.SimBatch(make, 2, horizon=10, num_workers=workers) as batch:
+      obs = batch.reset(np.array([3, 4]))[0]
+      states = [obs["state"]]
+      for _ in range(5):
+        obs = batch.step(np.stack([balance(None, {"state": s}) for s in obs["state"]]))[0]
+        states.append(obs["state"])
+      runs.append((np.stack(states), obs["rgb"]))
+  np.testing.assert_array_equal(runs[0][0], runs[1][0])
+  np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
 def test_gymnasium_frames_are_resized_to_the_asked_size():
