@@ -66,11 +66,19 @@ def find_store(name):
 
 
 def load(paths):
-  """The clean records of `BENCHMARK` in every store, one DataFrame, a `store` column added."""
+  """The clean records of `BENCHMARK` in every store, one DataFrame, a `store` column added.
+
+  A cell found in several stores (a sweep re-run into another workdir) counts once, as the
+  reports count a re-evaluated cell once: the record of the store listed last is kept.
+  """
   frames = [store_lib.ResultStore(find_store(p)).to_dataframe(
       latest_only=True, benchmark=BENCHMARK, corruption="none").assign(store=str(p))
             for p in paths]
-  return pd.concat(frames, ignore_index=True)
+  frame = pd.concat(frames, ignore_index=True)
+  unique = frame.drop_duplicates(subset=list(store_lib.CELL_FIELDS), keep="last")
+  if len(unique) < len(frame):
+    print(f"{len(frame) - len(unique)} records of cells found in several stores left out")
+  return unique.reset_index(drop=True)
 
 
 frame = load([p for p in STORES.split(os.pathsep) if p])

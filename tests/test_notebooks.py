@@ -146,13 +146,16 @@ def test_cortexbench_results_runs_in_kernel(kernel_env, tmp_path):
 
 
 def test_leaderboard_runs_in_kernel_on_two_stores(kernel_env, tmp_path):
-  """The pivot holds the per-task report's numbers, best PVR first, and a figure is shown."""
+  """The pivot holds the per-task report's numbers, best PVR first, and a figure is shown; a
+  store listed twice counts once."""
   first, second = _small_store(tmp_path / "a.jsonl", PVRS[:2]), _small_store(tmp_path / "b.jsonl",
                                                                                PVRS[2:])
-  kernel_env.setenv("VCBENCH_RESULTS", os.pathsep.join(str(s.path) for s in (first, second)))
+  kernel_env.setenv("VCBENCH_RESULTS",
+                    os.pathsep.join(str(s.path) for s in (first, second, second)))
   notebook = _run_in_kernel("leaderboard", tmp_path)
-  assert any("30 cortexbench records from 2 store(s), 3 PVRs, 5 tasks" in text
-             for text in _outputs(notebook, "stream"))
+  printed = "".join(_outputs(notebook, "stream"))
+  assert "10 records of cells found in several stores left out" in printed
+  assert "30 cortexbench records from 2 store(s), 3 PVRs, 5 tasks" in printed
   pivot = _outputs(notebook, "text/html")[-1]
   assert pivot.index("state_oracle") < pivot.index("random_vit_s") < pivot.index(
       "in1k_mobilenetv2")
