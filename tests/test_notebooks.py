@@ -21,7 +21,6 @@ jupytext = pytest.importorskip("jupytext", reason="notebook tests need jupytext 
 nbclient = pytest.importorskip("nbclient", reason="notebook tests need nbclient (test extra)")
 nbformat = pytest.importorskip("nbformat", reason="notebook tests need nbformat (test extra)")
 pytest.importorskip("ipykernel", reason="notebook tests need ipykernel (test extra)")
-pytest.importorskip("pandas", reason="the leaderboard notebook needs pandas")
 
 from jupyter_client import kernelspec  # pylint: disable=wrong-import-position
 from jupyter_client import manager  # pylint: disable=wrong-import-position
@@ -148,6 +147,7 @@ def test_cortexbench_results_runs_in_kernel(kernel_env, tmp_path):
 def test_leaderboard_runs_in_kernel_on_two_stores(kernel_env, tmp_path):
   """The pivot holds the per-task report's numbers, best PVR first, and a figure is shown; a
   store listed twice counts once."""
+  pytest.importorskip("pandas", reason="the leaderboard notebook needs pandas")
   first, second = _small_store(tmp_path / "a.jsonl", PVRS[:2]), _small_store(tmp_path / "b.jsonl",
                                                                                PVRS[2:])
   kernel_env.setenv("VCBENCH_RESULTS",
