@@ -1,8 +1,21 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+# ---
+
 # %% [markdown]
 # # A tour of the PVR zoo
 #
-# Percent-format notebook (open it in Jupyter with jupytext, or VS Code; run it
-# as a script with `python notebooks/zoo_tour.py`). The tests execute it on a
+# Percent-format notebook paired with `zoo_tour.ipynb` by jupytext (`jupytext
+# --sync notebooks/*.py` after editing either; run it as a script with
+# `python notebooks/zoo_tour.py`). The tests execute it in a Jupyter kernel on a
 # small setting (`VCBENCH_NOTEBOOK_SMALL=1`).
 #
 # It loads the real pretrained ImageNet MobileNetV2 and a random one, shows the

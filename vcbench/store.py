@@ -25,6 +25,12 @@ Usage:
     metrics = evaluate(cell, config)
     store.append(cell, h, metrics)
   rows = store.to_rows(benchmark="cortexbench", corruption="none")
+  frame = store.to_dataframe(benchmark="cortexbench")   # the same rows, as a pandas DataFrame
+  store.to_parquet("runs/results.parquet")               # and as a parquet file
+
+pandas (and pyarrow, for parquet) are imported only by the DataFrame functions, so the store and
+everything built on it work without them. `as_rows` turns a DataFrame back into rows, which is
+how the reports accept either.
 
 Non-finite metrics: JSON has no NaN/Infinity, and a NaN metric usually means a diverged run that
 should be noticed, so `append` rejects NaN and +-inf unless the caller passes
@@ -36,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import fcntl
+import importlib
 import json
 import math
 import numbers
@@ -46,6 +53,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from vcbench import files
 from vcbench.errors import UserError
 
 # Re-exported: callers hash configs and read the code version through the store.
@@ -377,6 +385,160 @@ class ResultStore:
         last[tuple(row[f] for f in CELL_FIELDS) + (row["config_hash"],)] = row
       rows = list(last.values())
     return [row for row in rows if _matches(row, where)]
+
+  def to_dataframe(self, *, latest_only: bool = False, **where: Any):
+    """The rows of `to_rows(latest_only=..., **where)` as a pandas DataFrame, one row per record.
+
+    Columns are those of `to_rows` (cell fields, config_hash, code_version, time, schema, the
+    metrics, "extra/<key>"); see `rows_to_frame` for how missing values are represented.
+
+    Raises:
+      ImportError: pandas is not installed.
+    """
+    return rows_to_frame(self.to_rows(latest_only=latest_only, **where))
+
+  def to_parquet(self, path: str | os.PathLike[str], *, latest_only: bool = False,
+                 **where: Any) -> pathlib.Path:
+    """Writes `to_dataframe(latest_only=..., **where)` to a parquet file atomically; returns it.
+
+    Raises:
+      ImportError: pandas or pyarrow is not installed.
+    """
+    return write_parquet(self.to_dataframe(latest_only=latest_only, **where), path)
+
+
+# ---------------------------------------------------------------------------------------------
+# DataFrames and parquet (pandas and pyarrow are optional: imported only here, when called).
+# ---------------------------------------------------------------------------------------------
+
+
+def _require(module: str, purpose: str):
+  """Imports an optional dependency, or says which package to install for what."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    package = module.split(".")[0]
+    raise ImportError(f"{purpose} needs the optional package {package!r}, which is not installed "
+                      f"(pip install {package}); rows (ResultStore.to_rows) need nothing "
+                      "extra.") from e
+
+
+def _is_missing(value: Any) -> bool:
+  """None, NaN, pandas.NA or NaT: what a DataFrame holds where a row has no value."""
+  if value is None:
+    return True
+  if isinstance(value, (str, bytes, list, tuple, dict, np.ndarray)):
+    return False
+  try:
+    return bool(value != value)  # NaN, NaT and NA are the only values unequal to themselves.
+  except TypeError:  # pandas.NA refuses bool().
+    return True
+
+
+def _frame_column(pd, values: list[Any]):
+  """A column for `values`, keeping integers and booleans exact where some rows lack a value.
+
+  pandas would turn [25, None] into [25.0, NaN]; the nullable Int64/boolean dtypes keep 25 an
+  int, so rows read back from the frame format exactly as the store's rows do. A column with no
+  value at all is float NaN, so that numeric code (mean, pivot) treats it like other metrics.
+  """
+  present = [v for v in values if v is not None]
+  if not present:  # Only null metrics (non-finite numbers) or absent keys: NaN, not None.
+    return np.full(len(values), np.nan)
+  if len(present) < len(values):
+    if all(isinstance(v, bool) for v in present):
+      return pd.array(values, dtype="boolean")
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+      return pd.array(values, dtype="Int64")
+  return values
+
+
+def rows_to_frame(rows: Iterable[Mapping[str, Any]]):
+  """Flat rows (as from `to_rows`) as a pandas DataFrame, one row per row.
+
+  Columns: the cell and record fields first (present even when there are no rows), then every
+  other key in the order first seen. A row lacking a key, or holding None (a non-finite metric
+  the store kept as null), has a missing value there: NaN in float and str columns, <NA> in
+  integer and boolean ones, None in object (list, mixed) columns. `as_rows` reads every one of
+  them back as None.
+
+  Raises:
+    ImportError: pandas is not installed.
+  """
+  pd = _require("pandas", "A DataFrame of results")
+  rows = list(rows)
+  columns = list(dict.fromkeys(list(CELL_FIELDS) + list(_RECORD_FIELDS)
+                               + [k for row in rows for k in row]))
+  if not rows:
+    return pd.DataFrame(columns=columns)
+  data = {c: _frame_column(pd, [row.get(c) for row in rows]) for c in columns}
+  return pd.DataFrame(data, columns=columns)
+
+
+def _from_frame(value: Any) -> Any:
+  """A DataFrame cell as the store's rows hold it: Python scalars, lists, None when missing."""
+  if isinstance(value, np.ndarray):  # parquet reads list metrics back as arrays.
+    return [_from_frame(v) for v in value.tolist()]
+  if isinstance(value, (list, tuple)):
+    return [_from_frame(v) for v in value]
+  if isinstance(value, dict):
+    return {k: _from_frame(v) for k, v in value.items()}
+  if _is_missing(value):
+    return None
+  return value.item() if isinstance(value, np.generic) else value
+
+
+def frame_rows(frame) -> list[dict[str, Any]]:
+  """A DataFrame's rows as flat dicts like `to_rows`, for code written for rows (the reports).
+
+  Missing values become None (the key is kept), which code reading rows with `row.get(key)`
+  already treats as "no value"; numpy scalars and arrays become Python numbers and lists.
+  """
+  return [{k: _from_frame(v) for k, v in record.items()} for record in frame.to_dict("records")]
+
+
+def as_rows(rows_or_frame: Any) -> list[dict[str, Any]]:
+  """Rows from either a list (any iterable) of row dicts or a pandas DataFrame.
+
+  A DataFrame must be converted, not iterated: iterating one yields its column names.
+  """
+  if hasattr(rows_or_frame, "columns") and hasattr(rows_or_frame, "to_dict"):
+    return frame_rows(rows_or_frame)
+  return list(rows_or_frame)
+
+
+def _parquet_column(column):
+  """Object columns mixing types, or holding dicts (free-form extras), as JSON text.
+
+  pyarrow needs one type per column; JSON keeps the value and the column readable anywhere.
+  """
+  if column.dtype != object:
+    return column
+  kinds = {type(v) for v in column if not _is_missing(v)}
+  if len(kinds) <= 1 and dict not in kinds:
+    return column
+  return column.map(lambda v: None if _is_missing(v) else json.dumps(_from_frame(v),
+                                                                     sort_keys=True))
+
+
+def write_parquet(rows_or_frame: Any, path: str | os.PathLike[str]) -> pathlib.Path:
+  """Writes rows or a DataFrame of them to `path` as parquet, atomically; returns the path.
+
+  Read it back with `pandas.read_parquet(path)` (and `as_rows` for rows). Object columns that
+  mix types, or hold dicts, are stored as JSON text (see `_parquet_column`).
+
+  Raises:
+    ImportError: pandas or pyarrow is not installed.
+  """
+  frame = rows_or_frame
+  if not hasattr(frame, "columns"):
+    frame = rows_to_frame(frame)
+  _require("pyarrow", "Writing results to parquet")
+  frame = frame.copy()
+  for column in frame.columns:
+    frame[column] = _parquet_column(frame[column])
+  files.atomic_write(path, lambda f: frame.to_parquet(f, index=False, engine="pyarrow"))
+  return pathlib.Path(path)
 
 
 def _parse_record_or_none(raw: bytes) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ import numpy as np
 from vcbench.benchmarks import colosseum as cb
 from vcbench.reports import plots
 from vcbench.reports import tables
+from vcbench import store as store_lib
 
 FILES = {"tables": "tables.md", "expert": "expert.md", "percent_change": "percent_change.png",
          "polar": "polar.png"}
@@ -32,6 +33,7 @@ FAIL = "✗"
 LABELS = {cb.NONE: "No perturbation", cb.ALL: "All perturbations"}
 
 Table = Mapping[str, Mapping[str, Mapping[str, float]]]  # pvr -> task -> test set -> success %
+Rows = Any  # Store rows (an iterable of dicts) or a pandas DataFrame of them: see `as_rows`.
 
 
 def _label(test_set: str) -> str:
@@ -42,13 +44,13 @@ def _finite(x: Any) -> bool:
   return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def scored_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def scored_rows(rows: Rows) -> list[dict[str, Any]]:
   """The Colosseum rows, copied, with `score` NaN where the cell is excluded or has no score.
 
   The store reads a NaN metric back as None; `colosseum.success_table` needs a float.
   """
   out = []
-  for r in rows:
+  for r in store_lib.as_rows(rows):
     if r.get("benchmark") == cb.BENCHMARK:
       excluded = r.get(f"extra/{cb.EXCLUDED}")
       score = r.get("score")
@@ -125,7 +127,7 @@ def pvr_table_markdown(pvr: str, per_task: Mapping[str, Mapping[str, float]],
   return f"## {pvr}\n\n" + tables.markdown_table(header, body) + "\n\n" + "\n".join(notes) + "\n"
 
 
-def tables_markdown(rows: Iterable[Mapping[str, Any]]) -> str:
+def tables_markdown(rows: Rows) -> str:
   """Tables II-V for every PVR in `rows` (store rows), in PVR name order."""
   rows = scored_rows(rows)
   table = cb.success_table(rows)
@@ -137,10 +139,10 @@ def tables_markdown(rows: Iterable[Mapping[str, Any]]) -> str:
   return "\n".join(out)
 
 
-def expert_table(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+def expert_table(rows: Rows) -> dict[str, dict[str, float]]:
   """task -> test set -> the scripted expert's success (fraction, mean over its rows)."""
   acc: dict[tuple[str, str], list[float]] = {}
-  for r in rows:
+  for r in store_lib.as_rows(rows):
     if r.get("benchmark") != cb.EXPERT_BENCHMARK:
       continue
     rate = r.get("success_rate")
@@ -162,9 +164,9 @@ def _expert_cell(rate: float) -> str:
   return f"{text} {FAIL}" if rate < cb.EXPERT_MIN_SUCCESS else text
 
 
-def expert_markdown(rows: Iterable[Mapping[str, Any]]) -> str | None:
+def expert_markdown(rows: Rows) -> str | None:
   """The expert-solvability table (task x test set, success %), or None without expert rows."""
-  rows = [r for r in rows if r.get("benchmark") == cb.EXPERT_BENCHMARK]
+  rows = [r for r in store_lib.as_rows(rows) if r.get("benchmark") == cb.EXPERT_BENCHMARK]
   table = expert_table(rows)
   if not table:
     return None
@@ -182,12 +184,17 @@ def expert_markdown(rows: Iterable[Mapping[str, Any]]) -> str | None:
 
 def percent_change_plot(table: Table, path: str | os.PathLike[str],
                         dpi: int = 110) -> pathlib.Path:
+  """Writes `percent_change_figure(table)` to the PNG `path`; returns it."""
+  return plots.save_figure(percent_change_figure(table), path, dpi=dpi)
+
+
+def percent_change_figure(table: Table) -> figure_lib.Figure:
   """Figure 5: horizontal bars of % change vs No perturbation, a group per test set."""
   pvrs = sorted(table) or ["(none)"]
   sets = [s for s in test_set_order(s for p in table.values() for t in p.values() for s in t)
           if s != cb.NONE]
   height = 0.8 / len(pvrs)
-  fig = figure_lib.Figure(figsize=(7.5, 1.5 + len(sets) * (0.15 + 0.16 * len(pvrs))))
+  fig = plots.new_figure(figsize=(7.5, 1.5 + len(sets) * (0.15 + 0.16 * len(pvrs))))
   ax = fig.add_subplot()
   shown = []
   for i, pvr in enumerate(pvrs):
@@ -213,16 +220,21 @@ def percent_change_plot(table: Table, path: str | os.PathLike[str],
   ax.set_axisbelow(True)
   ax.set_title("The Colosseum: % change vs No perturbation")
   ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-  return plots.save_figure(fig, path, dpi=dpi)
+  return fig
 
 
 def polar_plot(table: Table, path: str | os.PathLike[str], dpi: int = 110) -> pathlib.Path:
+  """Writes `polar_figure(table)` to the PNG `path`; returns it."""
+  return plots.save_figure(polar_figure(table), path, dpi=dpi)
+
+
+def polar_figure(table: Table) -> figure_lib.Figure:
   """Figure 1: task-averaged success % per test set on radial axes, one polygon per PVR."""
   found = test_set_order(s for p in table.values() for t in p.values() for s in t)
   sets = [cb.NONE] + [s for s in found if s not in (cb.NONE, cb.ALL)] + [cb.ALL]
   angles = np.linspace(0, 2 * np.pi, len(sets), endpoint=False)
   closed = np.append(angles, angles[0])
-  fig = figure_lib.Figure(figsize=(7.5, 7.5))
+  fig = plots.new_figure(figsize=(7.5, 7.5))
   ax = fig.add_subplot(projection="polar")
   ax.set_theta_zero_location("N")  # No perturbation on top, the factors clockwise.
   ax.set_theta_direction(-1)
@@ -239,16 +251,17 @@ def polar_plot(table: Table, path: str | os.PathLike[str], dpi: int = 110) -> pa
   ax.set_title("The Colosseum: task-averaged success % per test set", pad=32)
   if table:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.05, 1.05))
-  return plots.save_figure(fig, path, dpi=dpi)
+  return fig
 
 
-def write_report(rows, out_dir: str | os.PathLike[str]) -> dict[str, pathlib.Path]:
-  """Writes the report files for `rows` (store rows); returns their paths by `FILES` key.
+def write_report(rows: Rows, out_dir: str | os.PathLike[str]) -> dict[str, pathlib.Path]:
+  """Writes the report files for `rows` (store rows, or a DataFrame of them from
+  `ResultStore.to_dataframe`); returns their paths by `FILES` key.
 
   Raises:
     ValueError: no row has benchmark "colosseum".
   """
-  rows = list(rows)
+  rows = store_lib.as_rows(rows)
   scored = scored_rows(rows)
   if not scored:
     raise ValueError(f"no Colosseum records (benchmark {cb.BENCHMARK!r}) among the rows")

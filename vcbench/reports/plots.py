@@ -1,13 +1,16 @@
 """Report figures: the CortexBench rank distribution (the paper's Figure 5) and per-task scores.
 
 Figures are drawn on `matplotlib.figure.Figure` with the Agg canvas, never through pyplot, so they
-work headless, keep no global figure state and do not change the caller's pyplot backend. Files are
-written atomically (`vcbench.files.atomic_write`), so a reader or a crash never sees a
-half-written PNG.
+work headless, keep no global figure state and do not change the caller's pyplot backend. A
+`*_figure` function returns the Figure (to show in a notebook, restyle or save elsewhere);
+`save_figure` writes one atomically (`vcbench.files.atomic_write`), so a reader or a crash never
+sees a half-written PNG. The functions that take a path (`rank_distribution`, `task_bars`) are
+the two steps in one call.
 """
 from __future__ import annotations
 
 import collections
+import io
 import math
 import os
 import pathlib
@@ -26,13 +29,30 @@ def write_text(path: str | os.PathLike[str], text: str) -> pathlib.Path:
   return pathlib.Path(path)
 
 
-def _save(fig: figure_lib.Figure, path: str | os.PathLike[str], dpi: int) -> pathlib.Path:
+def new_figure(**kwargs: Any) -> figure_lib.Figure:
+  """A Figure on its own Agg canvas, so that `savefig` works without pyplot."""
+  fig = figure_lib.Figure(**kwargs)
   backend_agg.FigureCanvasAgg(fig)
-  files.atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight"))
+  return fig
+
+
+def _write_png(fig: figure_lib.Figure, f, dpi: int) -> None:
+  backend_agg.FigureCanvasAgg(fig)  # Also for Figures made elsewhere, without a canvas.
+  fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight")
+
+
+def save_figure(fig: figure_lib.Figure, path: str | os.PathLike[str],
+                dpi: int = 100) -> pathlib.Path:
+  """Writes `fig` to `path` as a PNG, atomically; returns the path."""
+  files.atomic_write(path, lambda f: _write_png(fig, f, dpi))
   return pathlib.Path(path)
 
 
-save_figure = _save   # public name for other report modules
+def png_bytes(fig: figure_lib.Figure, dpi: int = 100) -> bytes:
+  """`fig` as PNG bytes, the same bytes `save_figure` writes (e.g. to display in a notebook)."""
+  buffer = io.BytesIO()
+  _write_png(fig, buffer, dpi)
+  return buffer.getvalue()
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -42,6 +62,13 @@ def _mean(values: Sequence[float]) -> float:
 def rank_distribution(ranks: Mapping[str, Sequence[float]], path: str | os.PathLike[str],
                       title: str = "Rank distribution", n_ranks: int | None = None,
                       dpi: int = 100) -> pathlib.Path:
+  """Writes `rank_distribution_figure(ranks, title, n_ranks)` to the PNG `path`; returns it."""
+  return save_figure(rank_distribution_figure(ranks, title=title, n_ranks=n_ranks), path, dpi)
+
+
+def rank_distribution_figure(ranks: Mapping[str, Sequence[float]],
+                             title: str = "Rank distribution",
+                             n_ranks: int | None = None) -> figure_lib.Figure:
   """Draws each model's achieved ranks as vertical ticks on a 1..N rank axis, one row per model.
 
   As in the paper's Figure 5, a model gets a tick at rank x for every benchmark (or task) where
@@ -50,18 +77,16 @@ def rank_distribution(ranks: Mapping[str, Sequence[float]], path: str | os.PathL
 
   Args:
     ranks: model -> its ranks (from `Leaderboard.suite_ranks()` or `cortexbench_scores.task_ranks`).
-    path: the PNG to write.
     title: figure title.
     n_ranks: length of the rank axis; default: the number of models (or the largest rank).
-    dpi: resolution.
 
   Returns:
-    `path`, as a pathlib.Path.
+    The Figure (save it with `save_figure`).
   """
   models = sorted(ranks, key=lambda m: (_mean(ranks[m]), m))
   all_ranks = [r for m in models for r in ranks[m]]
   n = n_ranks or max([len(models), *(math.ceil(r) for r in all_ranks)] or [1])
-  fig = figure_lib.Figure(figsize=(max(4.0, 1.0 + 0.45 * n), 1.0 + 0.45 * max(len(models), 1)))
+  fig = new_figure(figsize=(max(4.0, 1.0 + 0.45 * n), 1.0 + 0.45 * max(len(models), 1)))
   ax = fig.add_subplot()
   for y, model in enumerate(models):
     for rank, count in sorted(collections.Counter(ranks[model]).items()):
@@ -78,27 +103,31 @@ def rank_distribution(ranks: Mapping[str, Sequence[float]], path: str | os.PathL
   ax.grid(axis="x", color="0.9")
   ax.set_axisbelow(True)
   ax.set_title(title)
-  return _save(fig, path, dpi)
+  return fig
 
 
 def task_bars(scores: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str],
               title: str = "Score per task", dpi: int = 100) -> pathlib.Path:
+  """Writes `task_bars_figure(scores, title)` to the PNG `path`; returns it."""
+  return save_figure(task_bars_figure(scores, title=title), path, dpi)
+
+
+def task_bars_figure(scores: Mapping[str, Mapping[str, Any]],
+                     title: str = "Score per task") -> figure_lib.Figure:
   """Grouped bars: per task, one bar per model at its mean score, error bar = standard error.
 
   Args:
     scores: model -> task -> an object with `mean` and `stderr` (`cortexbench_scores.task_scores`);
       a NaN stderr draws no error bar; a missing task leaves a gap.
-    path: the PNG to write.
     title: figure title.
-    dpi: resolution.
 
   Returns:
-    `path`, as a pathlib.Path.
+    The Figure (save it with `save_figure`).
   """
   models = list(scores)
   tasks = list(dict.fromkeys(t for m in models for t in scores[m]))
   width = 0.8 / max(len(models), 1)
-  fig = figure_lib.Figure(figsize=(max(5.0, 1.5 + 1.2 * len(tasks)), 4.0))
+  fig = new_figure(figsize=(max(5.0, 1.5 + 1.2 * len(tasks)), 4.0))
   ax = fig.add_subplot()
   x = np.arange(len(tasks))
   for i, model in enumerate(models):
@@ -113,4 +142,4 @@ def task_bars(scores: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[s
   ax.set_title(title)
   if models:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # Clear of the labels.
-  return _save(fig, path, dpi)
+  return fig

@@ -16,12 +16,13 @@ FILES = {"markdown": "cortexbench.md", "html": "cortexbench.html",
          "tasks": "cortexbench_tasks.md", "plot": "rank_distribution.png"}
 
 
-def write_report(rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str],
+def write_report(rows: Sequence[Mapping[str, Any]] | Any, out_dir: str | os.PathLike[str],
                  by: str = "suite", title: str = "CortexBench") -> dict[str, pathlib.Path]:
   """Writes the report files for `rows` (store rows; non-CortexBench ones are ignored).
 
   Args:
-    rows: flat rows from `ResultStore.to_rows`.
+    rows: flat rows from `ResultStore.to_rows`, or a DataFrame of them
+      (`ResultStore.to_dataframe`, or read back from parquet): the files are the same.
     out_dir: created if needed; existing report files are replaced atomically.
     by: "suite" (the paper's Figure 5) or "task" for the rank-distribution plot.
     title: title of the HTML page and the plot.
@@ -31,7 +32,7 @@ def write_report(rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[s
   """
   if by not in ("suite", "task"):
     raise ValueError(f"by: expected 'suite' or 'task', got {by!r}")
-  rows = list(rows)
+  rows = store_lib.as_rows(rows)
   board = cortexbench_scores.leaderboard(rows)
   out = pathlib.Path(out_dir)
   paths = {k: out / name for k, name in FILES.items()}

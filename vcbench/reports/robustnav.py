@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from matplotlib import figure as figure_lib
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from vcbench.benchmarks import robustnav as rn
 from vcbench.reports import plots
 from vcbench.reports import tables
+from vcbench import store as store_lib
 
 FILES = {"table2": "table2.md", "table3": "table3.md", "severity": "severity.png",
          "behaviour": "behaviour.png"}
@@ -32,10 +33,11 @@ BEHAVIOUR_CONDITIONS = ("none", "defocus_blur", "speckle_noise", "motion_drift",
                         "defocus_blur+motion_drift", "speckle_noise+motion_drift")
 
 
-def _index(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, Any]]:
-  """(task, adaptation, corruption, severity) -> row (the latest per cell)."""
+def _index(rows: Any) -> dict[tuple, Mapping[str, Any]]:
+  """(task, adaptation, corruption, severity) -> row (the latest per cell); `rows` may be a
+  DataFrame (see `store.as_rows`)."""
   out = {}
-  for r in rows:
+  for r in store_lib.as_rows(rows):
     if r.get("benchmark") == rn.BENCHMARK:
       out[(r["task"], r["adaptation"], r["corruption"], int(r["severity"]))] = r
   return out
@@ -87,9 +89,15 @@ def table3_markdown(rows) -> str:
 
 
 def severity_plot(rows, path: str | os.PathLike[str], metric: str = "spl") -> pathlib.Path:
+  """Writes `severity_figure(rows, metric)` to the PNG `path`; returns it."""
+  return plots.save_figure(severity_figure(rows, metric), path, dpi=110)
+
+
+def severity_figure(rows, metric: str = "spl") -> figure_lib.Figure:
+  """`metric` against severity, one line per corruption, a panel per clean-trained agent."""
   idx = _index(rows)
   agents = sorted({k[0] for k in idx if k[1] == "none"}) or ["(none)"]
-  fig = figure_lib.Figure(figsize=(4.2 * len(agents), 3.4))
+  fig = plots.new_figure(figsize=(4.2 * len(agents), 3.4))
   for j, agent in enumerate(agents):
     ax = fig.add_subplot(1, len(agents), j + 1)
     clean = idx.get((agent, "none", "none", 0))
@@ -106,13 +114,19 @@ def severity_plot(rows, path: str | os.PathLike[str], metric: str = "spl") -> pa
     ax.set_xticks(range(6))
     ax.grid(alpha=0.3)
   fig.axes[0].legend(fontsize=7)
-  return plots.save_figure(fig, path, dpi=110)
+  return fig
 
 
 def behaviour_plot(rows, path: str | os.PathLike[str]) -> pathlib.Path:
+  """Writes `behaviour_figure(rows)` to the PNG `path`; returns it."""
+  return plots.save_figure(behaviour_figure(rows), path, dpi=110)
+
+
+def behaviour_figure(rows) -> figure_lib.Figure:
+  """Figure 4: the behaviour metrics per condition, a row of panels per clean-trained agent."""
   idx = _index(rows)
   agents = sorted({k[0] for k in idx if k[1] == "none"}) or ["(none)"]
-  fig = figure_lib.Figure(figsize=(14, 2.8 * len(agents)))
+  fig = plots.new_figure(figsize=(14, 2.8 * len(agents)))
   colors = {"clean": "#4c72b0", "vis": "#dd8452", "dyn": "#55a868", "vis+dyn": "#c44e52"}
   for j, agent in enumerate(agents):
     for i, (key, label) in enumerate(BEHAVIOUR):
@@ -126,12 +140,13 @@ def behaviour_plot(rows, path: str | os.PathLike[str]) -> pathlib.Path:
       ax.set_xticklabels(["clean", "D.B.", "S.N.", "M.D.", "D.B.+M.D.", "S.N.+M.D."],
                          rotation=45, fontsize=7)
       ax.set_title(f"{agent}: {label}" if i == 0 else label, fontsize=8)
-  return plots.save_figure(fig, path, dpi=110)
+  return fig
 
 
 def write_report(rows, out_dir: str | os.PathLike[str]) -> dict[str, pathlib.Path]:
-  """Writes the four report files for `rows` (store rows); returns their paths."""
-  rows = [r for r in rows if r.get("benchmark") == rn.BENCHMARK]
+  """Writes the four report files for `rows` (store rows, or a DataFrame of them from
+  `ResultStore.to_dataframe`); returns their paths."""
+  rows = [r for r in store_lib.as_rows(rows) if r.get("benchmark") == rn.BENCHMARK]
   if not rows:
     raise ValueError("no RobustNav records among the rows")
   out = pathlib.Path(out_dir)

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from vcbench.benchmarks import cortexbench
 from vcbench.benchmarks import cortexbench_scores
+from vcbench import store as store_lib
 
 DASH = "–"
 INCOMPLETE_NOTE = ("Cells marked * (n/N) are incomplete: scored on n of the N tasks evaluated in "
@@ -120,9 +121,11 @@ th:first-child, td:first-child {{ text-align: left; }}
 """
 
 
-def cortexbench_task_markdown(rows: Iterable[Mapping[str, Any]]) -> str:
-  """Per-task table: rows PVRs (leaderboard order), columns task keys, mean ± se over seeds."""
-  rows = list(rows)
+def cortexbench_task_markdown(rows: Iterable[Mapping[str, Any]] | Any) -> str:
+  """Per-task table: rows PVRs (leaderboard order), columns task keys, mean ± se over seeds.
+
+  `rows`: store rows, or a DataFrame of them (see `store.as_rows`)."""
+  rows = store_lib.as_rows(rows)
   scores = cortexbench_scores.task_scores(rows)
   if not scores:
     return "_No CortexBench results._\n"
