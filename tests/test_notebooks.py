@@ -128,7 +128,6 @@ def _small_store(path, pvrs=PVRS):
 
 
 def test_zoo_tour_runs_in_kernel(kernel_env, tmp_path):
-  pytest.importorskip("torch")  # Converts the shipped MobileNetV2 checkpoint.
   notebook = _run_in_kernel("zoo_tour", tmp_path)
   assert any("zoo entries" in text for text in _outputs(notebook, "stream"))
 
