@@ -74,10 +74,11 @@ def atomic_write(path: str | os.PathLike[str], write) -> None:
   the whole new one, never a partial one, and a failed write leaves no temporary file.
 
   At a URL the bytes go to the object in one upload (object stores replace an object whole)."""
-  if is_url(path) and not os.fspath(path).startswith("file://"):
-    _write_object(epath.Path(path), write)
+  target = as_path(path)
+  if is_url(target):
+    _write_object(target, write)
     return
-  path = os.fspath(as_path(path))
+  path = os.fspath(target)
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
   try:

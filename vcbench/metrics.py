@@ -23,7 +23,7 @@ import math
 import os
 import struct
 import time
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 from etils import epath
@@ -34,7 +34,7 @@ EVENTS_GLOB = "events.out.tfevents.*"
 
 
 class MetricWriter:
-  """The interface, and the no-op writer: every method accepts and drops its input."""
+  """The interface; every method here accepts and drops its input."""
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
     del step, scalars
@@ -58,7 +58,8 @@ class MetricWriter:
     self.close()
 
 
-NoOpWriter = MetricWriter
+class NoOpWriter(MetricWriter):
+  """Writes nothing (a run with its curves switched off)."""
 
 
 class MultiWriter(MetricWriter):
@@ -204,10 +205,14 @@ def read_events(logdir: str | os.PathLike[str]) -> Iterator[tuple[int, str, Any]
   paths = sorted(logdir.glob(EVENTS_GLOB)) if logdir.is_dir() else []
   if not paths:
     return
+  from google.protobuf import message  # pylint: disable=import-outside-toplevel
   from tensorboardX.proto import event_pb2  # pylint: disable=import-outside-toplevel
   for path in paths:
     for record in _records(path.read_bytes()):
-      event = event_pb2.Event.FromString(record)
+      try:
+        event = event_pb2.Event.FromString(record)
+      except message.DecodeError:   # Garbage where a killed writer's last record was cut.
+        break
       for value in event.summary.value:
         kind = value.WhichOneof("value")
         yield event.step, value.tag, value.simple_value if kind == "simple_value" else value
@@ -229,8 +234,3 @@ def last_steps(logdir: str | os.PathLike[str]) -> dict[str, int]:
     out[tag] = max(step, out.get(tag, step))
   return out
 
-
-def optional_writer(writers: Iterable[Optional[MetricWriter]]) -> MetricWriter:
-  """One writer of the given ones (None left out): a no-op writer when none is left."""
-  kept = [w for w in writers if w is not None]
-  return kept[0] if len(kept) == 1 else MultiWriter(kept) if kept else NoOpWriter()

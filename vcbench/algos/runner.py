@@ -19,10 +19,11 @@ and `inputs(start, end, chunk)`, an iterator of (n, inputs) for data fed from th
 orbax after every chunk (or every `checkpoint_every` updates), and a restarted `run` continues
 from the latest checkpoint to the same result, bit for bit on CPU; a checkpoint made under
 another config is refused, naming what changed. Without one (a minute-long BC cell) nothing
-is written; a workdir may be a URL (`gs://bucket/run`, through `etils.epath`). Callbacks run after every chunk as `callback(Progress)`: model selection on
-validation (`SelectBest`), metrics to a writer (`WriteMetrics`: TensorBoard, curve.json),
-logging. After a restore they are called once more with `trained` 0
-(a run killed inside a callback repeats it), so they must be idempotent for a given `done`.
+is written; a workdir may be a URL (`gs://bucket/run`, through `etils.epath`). Callbacks run
+after every chunk as `callback(Progress)`: model selection on validation (`SelectBest`),
+metrics to a writer (`WriteMetrics`: TensorBoard, curve.json), logging. After a restore they
+are called once more with `trained` 0 (a run killed inside a callback repeats it), so they
+must be idempotent for a given `done`.
 """
 from __future__ import annotations
 

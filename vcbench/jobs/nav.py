@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import time
+from typing import Optional
 
 import jax
 import ml_collections
@@ -97,11 +98,13 @@ def cell(config) -> Cell:
 
 
 def selection(config, directory, evaluate=None,
-              writer: metrics_lib.MetricWriter = metrics_lib.NoOpWriter()) -> runner.SelectBest:
+              writer: Optional[metrics_lib.MetricWriter] = None) -> runner.SelectBest:
   """The validation after every chunk that keeps the best params (by SR, then SPL) under
   `directory` (<workdir>/<variant>/best), so that a late collapse of PPO does not decide the
   result; resumable with the run. `evaluate` None: read an existing selection. Each
   validation's SR and SPL also go to `writer` (as `val/success`, `val/spl`)."""
+  writer = metrics_lib.NoOpWriter() if writer is None else writer
+
   def log(entry, progress):
     writer.write_scalars(entry["update"], {"val/success": entry["success"],
                                            "val/spl": entry["spl"]})
