@@ -11,9 +11,10 @@ on the host with values already fetched from the device (`algos.runner.WriteMetr
 after each chunk), so nothing runs inside jitted code and a run's numbers do not depend on
 whether or where it logs.
 
-Writing is idempotent per (tag, step): `TensorBoardWriter` reads the steps already in its
-directory's event files (a killed run's) and skips them, so a resumed run, which repeats the
-updates after its last checkpoint, leaves every step in the event files once. A TensorBoard
+Writing is idempotent per (tag, step): `TensorBoardWriter` reads the last step of every tag
+already in its directory's event files (a killed run's) and skips a point at or before it (a
+tag's steps only grow), so a resumed run, which repeats the updates after its last
+checkpoint, leaves every step in the event files once. A TensorBoard
 directory may be a URL (`gs://...`): paths go through `etils.epath`, never `os.path`.
 """
 from __future__ import annotations
