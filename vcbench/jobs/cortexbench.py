@@ -71,7 +71,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.eval_envs = 10           # Validation is one batch; test three (the last half idle).
   c.num_workers = 0
   c.tensorboard = False      # BC's loss and validation curves as TensorBoard event files in
-                             # <workdir>/tb/<task>/<pvr>/seed<seed>.
+                             # <workdir>/tb/<task>/<pvr>/seed<seed> (an MAE adaptation's loss:
+                             # in its directory under <data_dir>/adapted).
   # How the PVRs are adapted: frozen | mae | mae_scratch | finetune (benchmarks/adaptation.py).
   c.adaptation = "frozen"
   c.adapt = adaptation_lib.default_config()
@@ -217,7 +218,7 @@ def curve_writer(config, task: str, pvr: str, seed: int) -> metrics_lib.MetricWr
   config.tensorboard, else nowhere. A cell run again after a kill skips the epochs that its
   event files already hold."""
   logdir = os.path.join(config.workdir, "tb", task, pvr, f"seed{seed}")
-  return metrics_lib.tensorboard_or_noop(config.get("tensorboard", False), logdir)
+  return metrics_lib.tensorboard_or_noop(config.tensorboard, logdir)
 
 
 def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
@@ -240,7 +241,8 @@ def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
   if adaptation in adaptation_lib.MAE_ADAPTATIONS:
     img_size = config.img_size or zoo.entry(pvr).preprocess.size
     cfg = adaptation_lib.mae_config(config.adapt, adaptation, pvr, img_size, checkpoint)
-    path = adaptation_lib.mae_adapted(track.data_dir, task, demos.frames, demos.sha256, cfg)
+    path = adaptation_lib.mae_adapted(track.data_dir, task, demos.frames, demos.sha256, cfg,
+                                      tensorboard=config.tensorboard)
     emb_fn = embedder_lib.make(pvr, state_dim=track.suite.state_dim, img_size=img_size,
                                checkpoint=path)
   else:
