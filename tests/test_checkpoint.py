@@ -146,3 +146,39 @@ def test_async_save_then_wait(tmp_path):
     ckpt.save(1, {"x": jnp.arange(4)}, wait=False)
     ckpt.wait()
     np.testing.assert_array_equal(ckpt.restore(1)["x"], np.arange(4))
+
+
+# -- paths: URLs stay URLs ---------------------------------------------------------------------
+
+def test_round_trip_at_a_file_url(tmp_path):
+  url = f"file://{tmp_path}/run/ckpt"
+  with Checkpointer(url) as ckpt:
+    ckpt.save(3, _state(), metadata={"config": "c"})
+  assert (tmp_path / "run" / "ckpt" / "3").is_dir()
+  with Checkpointer(url) as ckpt:
+    assert ckpt.latest_step() == 3 and ckpt.metadata() == {"config": "c"}
+    _assert_trees_equal(ckpt.restore(target=_state()), _state())
+
+
+def test_round_trip_at_an_epath(tmp_path):
+  from etils import epath  # pylint: disable=import-outside-toplevel
+  with Checkpointer(epath.Path(tmp_path) / "ckpt") as ckpt:
+    ckpt.save(1, _state())
+    _assert_trees_equal(ckpt.restore(1, target=_state()), _state())
+
+
+def test_a_url_reaches_orbax_unchanged(monkeypatch):
+  """A gs:// directory is handed to orbax as that URL, not made into a local path (as
+  os.path.abspath or pathlib would: 'gs:/bucket' under the working directory)."""
+  import orbax.checkpoint as ocp  # pylint: disable=import-outside-toplevel
+  seen = []
+  monkeypatch.setattr(ocp, "CheckpointManager", lambda directory, **kw: seen.append(directory))
+  ckpt = Checkpointer("gs://bucket/runs/nav/train/checkpoints")
+  assert str(seen[0]) == str(ckpt.directory) == "gs://bucket/runs/nav/train/checkpoints"
+  assert str(ckpt.directory / "5" / "metadata") == "gs://bucket/runs/nav/train/checkpoints/5/metadata"
+
+
+def test_runner_workdir_urls_stay_urls():
+  from vcbench.algos import runner  # pylint: disable=import-outside-toplevel
+  assert str(runner.checkpoints_dir("gs://bucket/run")) == "gs://bucket/run/checkpoints"
+  assert str(runner.checkpoints_dir("rel/run")).startswith("/")

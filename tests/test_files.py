@@ -1,4 +1,6 @@
 """Checksummed array files: round trip; truncation, bit flips and foreign configs refused."""
+import os
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,19 @@ def test_missing_npz_and_bad_json(tmp_path):
   (tmp_path / "entry.json").write_text("{not json")
   with pytest.raises(files.CorruptFileError, match="unreadable"):
     files.load(base, "k1")
+
+
+def test_atomic_write_to_a_url_goes_through_epath(tmp_path):
+  """An object-store URL is written through etils.epath (here with its file system mocked
+  onto a local directory), never as a local path named 'gs:'."""
+  from etils.epath import testing as epath_testing  # pylint: disable=import-outside-toplevel
+  local = lambda p: str(tmp_path / os.fspath(p).replace("gs://", "gs/"))
+  with epath_testing.mock_epath(
+      open=lambda orig, p, mode: orig(local(p), mode),
+      makedirs=lambda orig, p, exist_ok: orig(local(p), exist_ok=exist_ok),
+      mkdir=lambda orig, p, exist_ok: orig(local(p), exist_ok=exist_ok),
+      exists=lambda orig, p: orig(local(p)),
+      isdir=lambda orig, p: orig(local(p))):
+    files.atomic_write("gs://bucket/run/validation.json", lambda f: f.write(b"{}"))
+  assert (tmp_path / "gs" / "bucket" / "run" / "validation.json").read_bytes() == b"{}"
+  assert not os.path.exists("gs:")

@@ -25,11 +25,13 @@ continues in a background thread (orbax async checkpointing) and the next `save`
 from __future__ import annotations
 
 import os
-import pathlib
 from typing import Any, Callable, Mapping
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
+
+from vcbench import files
 
 _STATE = "state"
 _METADATA = "metadata"
@@ -39,7 +41,8 @@ class Checkpointer:
   """Saves and restores a training-state pytree by integer step, keeping the last few.
 
   Args:
-    directory: where checkpoints live, one sub-directory per step (created if missing).
+    directory: where checkpoints live, one sub-directory per step (created if missing): a
+      local path or a URL that `etils.epath` and orbax can write (`gs://bucket/run`).
     max_to_keep: how many most recent checkpoints to keep; None keeps all.
   """
 
@@ -47,8 +50,9 @@ class Checkpointer:
     if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 1):
       raise ValueError(f"Checkpointer: max_to_keep must be a positive int or None, "
                        f"got {max_to_keep!r}.")
-    # orbax wants an absolute path; resolve once so a later chdir does not move the store.
-    self.directory = pathlib.Path(directory).expanduser().absolute()
+    # orbax wants an absolute path; resolved once so a later chdir does not move the store.
+    # A URL is kept as it is: made "absolute" by os.path it would become a local directory.
+    self.directory: epath.Path = files.as_path(directory)
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import os
 import socket
@@ -20,6 +21,7 @@ import warnings
 from typing import Any, Iterator, Mapping
 
 import numpy as np
+from etils import epath
 
 from vcbench.errors import UserError
 
@@ -50,11 +52,33 @@ def sha256_file(path: str) -> str:
   return h.hexdigest()
 
 
+def is_url(path: str | os.PathLike[str]) -> bool:
+  """Whether `path` names a remote location (`gs://bucket/run`), not a local file."""
+  return "://" in os.fspath(path)
+
+
+def as_path(path: str | os.PathLike[str]) -> epath.Path:
+  """`path` as an `epath.Path`: a URL stays a URL (`gs://...`; `file://` is the local path it
+  names), a local path is made absolute so that a later chdir does not move it."""
+  text = os.fspath(path)
+  if text.startswith("file://"):
+    text = text[len("file://"):]
+  if is_url(text):
+    return epath.Path(text)
+  return epath.Path(os.path.abspath(os.path.expanduser(text)))
+
+
 def atomic_write(path: str | os.PathLike[str], write) -> None:
   """Calls `write(f)` on a binary temporary file next to `path` (`os.replace` is atomic only
   within one file system), fsyncs it and renames it into place: readers see the old file or
-  the whole new one, never a partial one, and a failed write leaves no temporary file."""
-  path = os.fspath(path)
+  the whole new one, never a partial one, and a failed write leaves no temporary file.
+
+  At a URL the bytes go to the object in one upload (object stores replace an object whole)."""
+  target = as_path(path)
+  if is_url(target):
+    _write_object(target, write)
+    return
+  path = os.fspath(target)
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
   try:
@@ -68,6 +92,13 @@ def atomic_write(path: str | os.PathLike[str], write) -> None:
     if os.path.exists(tmp):
       os.unlink(tmp)
     raise
+
+
+def _write_object(path: epath.Path, write) -> None:
+  buffer = io.BytesIO()
+  write(buffer)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(buffer.getvalue())
 
 
 def save(base: str, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], key: str,

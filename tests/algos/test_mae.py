@@ -186,3 +186,12 @@ def test_four_devices_train_like_one():
   one, four = _result(one), _result(four)
   np.testing.assert_allclose(four["losses"], one["losses"], rtol=1e-5)
   np.testing.assert_allclose(four["kernel"], one["kernel"], rtol=1e-4, atol=1e-6)
+
+
+def test_tensorboard_holds_the_loss_curve(tmp_path, ds):
+  pytest.importorskip("tensorboardX")
+  from vcbench import metrics  # pylint: disable=import-outside-toplevel
+  result = mae.train(tiny_config(total_steps=10, checkpoint_every=10), ds, str(tmp_path),
+                     encoder=TINY_VIT, log=lambda s: None, tensorboard=True)
+  scalars = metrics.read_scalars(tmp_path / "tb")
+  assert scalars["train/loss"] == [(i + 1, v) for i, v in enumerate(result.losses)]

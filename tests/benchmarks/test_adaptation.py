@@ -8,6 +8,7 @@ import pytest
 import launching
 from configs import cortexbench as cortexbench_config
 from vcbench import config as config_lib
+from vcbench import metrics
 from vcbench.benchmarks import adaptation
 from vcbench.models import zoo
 from vcbench import store as store_lib
@@ -70,8 +71,11 @@ def _tiny_job(tmp_path, adaptation, *extra):
 def test_mae_adaptation_end_to_end(tmp_path):
   _tiny_job(tmp_path, "mae", "--config.adapt.mae_steps=4", "--config.adapt.mae_batch=4",
             "--config.adapt.mae_warmup=1", "--config.adapt.decoder_width=32",
-            "--config.adapt.decoder_depth=1", "--config.adapt.decoder_heads=2")
+            "--config.adapt.decoder_depth=1", "--config.adapt.decoder_heads=2",
+            "--config.tensorboard=True")
   [path] = glob.glob(str(tmp_path / "run" / "data" / "adapted" / "*" / "*" / "encoder.npz"))
+  [tb] = glob.glob(str(tmp_path / "run" / "data" / "adapted" / "*" / "*" / "tb"))
+  assert [s for s, _ in metrics.read_scalars(tb)["train/loss"]] == [1, 2, 3, 4]
   adapted = zoo.load("random_vit_ti", checkpoint=path, img_size=32).params["params"]
   start = zoo.load("random_vit_ti", img_size=32).params["params"]
   # MAE moved the weights from the zoo's, but kept the (frozen) position embedding.
@@ -82,6 +86,11 @@ def test_mae_adaptation_end_to_end(tmp_path):
 
 @pytest.mark.slow  # The tiny CortexBench job fine-tuning a ViT-Ti in the BC loop (~1-3 min).
 def test_finetune_end_to_end(tmp_path):
-  rows = _tiny_job(tmp_path, "finetune", "--config.adapt.encoder_lr=1e-4")
+  rows = _tiny_job(tmp_path, "finetune", "--config.adapt.encoder_lr=1e-4",
+                   "--config.tensorboard=True")
   [row] = [r for r in rows if r["pvr"] == "random_vit_ti"]
+  [tb] = glob.glob(str(tmp_path / "run" / "tb" / "*" / "random_vit_ti" / "seed0"))
+  scalars = metrics.read_scalars(tb)
+  assert [s for s, _ in scalars["train/loss"]] == [1, 2, 3, 4]
+  assert [s for s, _ in scalars["val/score"]] == [2, 4]
   assert row["extra/embedder"].endswith("/finetuned") and 0 <= row["score"] <= 100

@@ -10,6 +10,7 @@ import launching  # noqa: E402
 from configs import cortexbench as cortexbench_config  # noqa: E402
 from vcbench import config as config_lib  # noqa: E402
 from vcbench import jobs  # noqa: E402
+from vcbench import metrics  # noqa: E402
 from vcbench import store as store_lib  # noqa: E402
 from vcbench.jobs import cortexbench as job  # noqa: E402
 from vcbench.reports import report as report_lib  # noqa: E402
@@ -101,6 +102,7 @@ def test_a_suite_added_from_test_code_runs_through_the_job_with_a_return_score(t
   config.pvrs = ("state_oracle", "random_vit_ti")
   config.render_size, config.img_size = 16, 32
   config.workdir = str(tmp_path / "run")
+  config.tensorboard = True
   with cortexbench.SUITES.temporarily("pointmass", suite):
     text = jobs.resolve(config).run(config)
     rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
@@ -114,3 +116,8 @@ def test_a_suite_added_from_test_code_runs_through_the_job_with_a_return_score(t
   meta = json.loads(demos[0].read_text())["meta"]
   assert meta["attempts"] == config.num_demos and meta["lengths"] == [12] * config.num_demos
   assert all(ret < 0 for ret in meta["returns"])    # Every expert episode is kept.
+  for pvr in config.pvrs:   # Each cell's BC curves in TensorBoard: every epoch, each validation.
+    scalars = metrics.read_scalars(tmp_path / "run" / "tb" / "reach" / pvr / "seed0")
+    assert [s for s, _ in scalars["train/loss"]] == list(range(1, config.epochs + 1))
+    assert [s for s, _ in scalars["val/score"]] == list(
+        range(config.eval_every, config.epochs + 1, config.eval_every))

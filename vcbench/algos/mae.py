@@ -37,6 +37,8 @@ import optax
 from flax import struct
 
 from vcbench import config as config_lib
+from vcbench import files
+from vcbench import metrics as metrics_lib
 from vcbench import parallel
 from vcbench.algos import runner
 from vcbench.data import frames
@@ -299,20 +301,22 @@ class _Progress:
 
 def train(config, ds, workdir: str, *, mesh=None, encoder: Optional[ViT] = None,
           log: Callable[[str], Any] = print, stop_at: Optional[int] = None,
-          prefetch_threads: int = 2) -> Result:
+          prefetch_threads: int = 2, tensorboard: bool = False) -> Result:
   """Runs (or resumes) MAE training over `ds` (ds[step] = uint8 batch) to config.total_steps.
 
   Checkpoints every `checkpoint_every` steps (rounded up to whole chunks) and at the end;
   `stop_at` ends early after that step's checkpoint (what a kill between checkpoints leaves).
-  Writes the encoder to <workdir>/encoder.npz.
+  Writes the encoder to <workdir>/encoder.npz and, with `tensorboard`, the loss curve to
+  TensorBoard event files under <workdir>/tb (`train/loss` per step).
   """
   trainer = make_train(config, ds, mesh=mesh, encoder=encoder,
                        prefetch_threads=prefetch_threads)
   end = min(config.total_steps, stop_at or config.total_steps)
   progress = _Progress(config, log, end)
-  state, metrics = runner.run(trainer, workdir, config.chunk,
-                              stop_at=stop_at, checkpoint_every=config.checkpoint_every,
-                              callbacks=[progress])
+  with metrics_lib.tensorboard_or_noop(tensorboard, files.as_path(workdir) / "tb") as writer:
+    state, metrics = runner.run(trainer, workdir, config.chunk,
+                                stop_at=stop_at, checkpoint_every=config.checkpoint_every,
+                                callbacks=[progress, runner.WriteMetrics(writer)])
   path = os.path.join(workdir, "encoder.npz")
   convert.save_variables(path, encoder_variables(state))
   return Result(state=state, losses=[float(v) for v in metrics.get("loss", [])],

@@ -19,9 +19,11 @@ and `inputs(start, end, chunk)`, an iterator of (n, inputs) for data fed from th
 orbax after every chunk (or every `checkpoint_every` updates), and a restarted `run` continues
 from the latest checkpoint to the same result, bit for bit on CPU; a checkpoint made under
 another config is refused, naming what changed. Without one (a minute-long BC cell) nothing
-is written. Callbacks run after every chunk as `callback(Progress)`: model selection on
-validation (`SelectBest`), logging. After a restore they are called once more with `trained` 0
-(a run killed inside a callback repeats it), so they must be idempotent for a given `done`.
+is written; a workdir may be a URL (`gs://bucket/run`, through `etils.epath`). Callbacks run
+after every chunk as `callback(Progress)`: model selection on validation (`SelectBest`),
+metrics to a writer (`WriteMetrics`: TensorBoard, curve.json), logging. After a restore they
+are called once more with `trained` 0 (a run killed inside a callback repeats it), so they
+must be idempotent for a given `done`.
 """
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import jax
 import numpy as np
+from etils import epath
 
 from vcbench import files
+from vcbench import metrics as metrics_lib
 from vcbench import provenance
 from vcbench.checkpoint import Checkpointer
 
@@ -84,6 +88,11 @@ def chunks(start: int, end: int, chunk: int) -> Iterator[tuple[int, tuple]]:
     start += n
 
 
+def checkpoints_dir(workdir: str | pathlib.Path) -> epath.Path:
+  """<workdir>/checkpoints; a URL workdir stays a URL (pathlib would fold `gs://` to `gs:/`)."""
+  return files.as_path(workdir) / "checkpoints"
+
+
 def run(trainer, workdir: Optional[str | pathlib.Path], chunk: int, *,
         key: Optional[jax.Array] = None, init: Optional[Callable[[jax.Array], Any]] = None,
         callbacks: Iterable[Callback] = (), stop_at: Optional[int] = None,
@@ -109,7 +118,7 @@ def run(trainer, workdir: Optional[str | pathlib.Path], chunk: int, *,
   end = trainer.num_updates if stop_at is None else min(stop_at, trainer.num_updates)
   config = fingerprint(trainer.config, getattr(trainer, "not_hashed", ("log_every",)))
   ckpt = None if workdir is None else Checkpointer(
-      pathlib.Path(workdir) / "checkpoints", max_to_keep=max_to_keep)
+      checkpoints_dir(workdir), max_to_keep=max_to_keep)
   try:
     done, state, metrics = _start(trainer, ckpt, config, key, init)
     if done:
@@ -138,7 +147,7 @@ def restore(trainer, workdir: str | pathlib.Path, strict: bool = True
   """(updates done, state, metrics) of the latest checkpoint of `trainer`'s run in `workdir`,
   read only (a reader never deletes a checkpoint of a run still training). `strict=False`
   skips the config check: `trainer` only gives the state's structure."""
-  directory = pathlib.Path(workdir) / "checkpoints"
+  directory = checkpoints_dir(workdir)
   if not directory.is_dir():
     raise FileNotFoundError(f"{directory}: no checkpoints")
   with Checkpointer(directory, max_to_keep=None) as ckpt:
@@ -177,7 +186,7 @@ class SelectBest:
                directory: Optional[str | pathlib.Path] = None,
                log: Optional[Callable[[dict, Progress], None]] = None):
     self.evaluate, self.score, self.keep, self.log = evaluate, score, keep, log
-    self.directory = None if directory is None else pathlib.Path(directory)
+    self.directory = None if directory is None else files.as_path(directory)
     self.record = {"history": [], "best": None}
     self._kept = None
     if self.directory is not None:
@@ -217,3 +226,26 @@ class SelectBest:
     if self.directory is None:
       return self._kept
     return self._ckpt.restore(self.best["update"], target=target)
+
+
+class WriteMetrics:
+  """A `run` callback: the metrics of every update to `writer` as scalars `<prefix><name>` at
+  step = the update's number (1 for the first), then a flush, all on the host after a chunk.
+
+  Its first call writes every update the run has done (after a restore: those of the
+  checkpoint, which a run killed after its checkpoint but before this callback has not
+  written); later calls write the chunk's. Points already written are the writer's to skip
+  (`metrics.TensorBoardWriter` skips the steps in its event files), so a killed and resumed run
+  leaves each step once.
+  """
+
+  def __init__(self, writer: metrics_lib.MetricWriter, prefix: str = "train/"):
+    self.writer, self.prefix = writer, prefix
+    self._written = 0   # Updates this callback has written.
+
+  def __call__(self, progress: Progress) -> None:
+    for index in range(self._written, progress.done):
+      self.writer.write_scalars(index + 1, {self.prefix + k: v[index]
+                                            for k, v in progress.metrics.items()})
+    self._written = max(self._written, progress.done)
+    self.writer.flush()

@@ -89,8 +89,9 @@ def mae_config(adapt, adaptation: str, pvr: str, img_size: int, checkpoint: Opti
 
 
 def mae_adapted(data_dir: str, task: str, demo_frames: np.ndarray, demo_sha: str, config,
-                log=print) -> str:
-  """The encoder checkpoint of an MAE adaptation on `demo_frames` (trained on first use)."""
+                log=print, tensorboard: bool = False) -> str:
+  """The encoder checkpoint of an MAE adaptation on `demo_frames` (trained on first use; with
+  `tensorboard`, its loss curve in TensorBoard under the adaptation's directory, `tb`)."""
   cfg = config
   workdir = os.path.join(data_dir, "adapted", task, f"{cfg.encoder}-{cfg.init}-" + config_hash(
       {"mae": cfg.to_dict(), "demos": demo_sha})[:16])
@@ -100,7 +101,7 @@ def mae_adapted(data_dir: str, task: str, demo_frames: np.ndarray, demo_sha: str
   log(f"{task}: MAE {'adaptation of' if cfg.init == 'zoo' else 'from scratch for'} "
       f"{cfg.encoder} on {len(demo_frames)} demo frames, {cfg.total_steps} steps")
   ds = frames.dataset([demo_frames], [1.0], cfg.batch_size, cfg.seed)
-  result = mae.train(cfg, ds, workdir, log=log)
+  result = mae.train(cfg, ds, workdir, log=log, tensorboard=tensorboard)
   log(f"  MAE loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f} "
       f"({result.seconds:.0f} s, {result.images_per_second:.1f} img/s)")
   return result.encoder_path

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vcbench import config as config_lib
+from vcbench import metrics as metrics_lib
 from vcbench.algos import bc, finetune, runner
 from vcbench.data.demos import Demos, episode_seeds
 from vcbench.envs import host, rollout
@@ -166,17 +167,24 @@ class Fitted:
 
 
 def _select(protocol: Protocol, trainer, evaluate: Callable[[Any], dict],
-            keep: Callable[[Any], Any], log: Callable[[str], Any]
+            keep: Callable[[Any], Any], log: Callable[[str], Any],
+            writer: Optional[metrics_lib.MetricWriter] = None
             ) -> tuple[runner.SelectBest, float]:
   """Trains `trainer` for the protocol's epochs, validating every `eval_every` (`evaluate`:
   state -> `summary`). Returns the selection (`best_state()`: what `keep` kept of the best
-  epoch by score, the earliest on ties) and the last epoch's training loss."""
+  epoch by score, the earliest on ties) and the last epoch's training loss. `writer` gets the
+  loss of every epoch (`train/loss`) and every validation's score (`val/score`)."""
+  writer = metrics_lib.NoOpWriter() if writer is None else writer
+
   def report(entry, progress):
+    writer.write_scalars(entry["update"], {"val/score": entry["score"]})
     val = (f"val success {entry['score']:5.1f}%" if protocol.stop_on_success
            else f"val score {entry['score']:.2f}")
     log(f"  epoch {progress.done:3d}  loss {float(progress.metrics['loss'][-1]):.4f}  {val}")
   select = runner.SelectBest(evaluate, lambda e: e["score"], keep=keep, log=report)
-  _, metrics = runner.run(trainer, None, protocol.chunk, callbacks=[select])
+  _, metrics = runner.run(trainer, None, protocol.chunk,
+                          callbacks=[runner.WriteMetrics(writer), select])
+  writer.flush()
   return select, float(metrics["loss"][-1])
 
 
@@ -193,8 +201,10 @@ def _fitted(protocol: Protocol, selected: tuple[runner.SelectBest, float], act, 
 
 def fit(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Demos,
         emb: np.ndarray, seed: int, log: Callable[[str], Any] = print,
-        score: Score = success_score) -> Fitted:
-  """Trains BC on the demos' embeddings; keeps the policy of the best validation epoch."""
+        score: Score = success_score,
+        writer: Optional[metrics_lib.MetricWriter] = None) -> Fitted:
+  """Trains BC on the demos' embeddings; keeps the policy of the best validation epoch.
+  `writer`: where the training loss and validation scores go (default: nowhere)."""
   p = protocol
   proprio = demos.proprio if p.use_proprio else None
   x = bc.features(emb, demos.episode, proprio, p.history).astype(np.float32)
@@ -202,16 +212,17 @@ def fit(protocol: Protocol, evaluator: Evaluator, embedder: Embedder, demos: Dem
   val_seeds = episode_seeds("val", p.val_episodes)
   evaluate = lambda state: summary(evaluator.episodes(embedder, trainer.act, state.variables(),
                                                       val_seeds), score)
-  selected = _select(p, trainer, evaluate, lambda state: state.variables(), log)
+  selected = _select(p, trainer, evaluate, lambda state: state.variables(), log, writer)
   return _fitted(p, selected, trainer.act, selected[0].best_state(), embedder, len(x))
 
 
 def fit_finetuned(protocol: Protocol, evaluator: Evaluator, encoder: zoo.Encoder, name: str,
                   demos: Demos, seed: int, encoder_lr: float = 1e-5,
                   log: Callable[[str], Any] = print, encoder_chunk: int = 64,
-                  score: Score = success_score) -> Fitted:
+                  score: Score = success_score,
+                  writer: Optional[metrics_lib.MetricWriter] = None) -> Fitted:
   """`fit` with the encoder fine-tuned end to end (`algos.finetune`; policy lr: protocol.lr).
-  The fitted embedder holds the best validation epoch's encoder."""
+  The fitted embedder holds the best validation epoch's encoder; `writer` as in `fit`."""
   p = protocol
   c = finetune.default_config()
   c.update(p.bc_config(seed))
@@ -223,7 +234,8 @@ def fit_finetuned(protocol: Protocol, evaluator: Evaluator, encoder: zoo.Encoder
   evaluate = lambda state: summary(evaluator.episodes(trainer.embedder(state.encoder, name),
                                                       trainer.act, state.policy, val_seeds),
                                    score)
-  selected = _select(p, trainer, evaluate, lambda state: (state.policy, state.encoder), log)
+  selected = _select(p, trainer, evaluate, lambda state: (state.policy, state.encoder), log,
+                     writer)
   policy, params = selected[0].best_state()
   return _fitted(p, selected, trainer.act, policy, trainer.embedder(params, name),
                  len(demos.actions))

@@ -154,7 +154,8 @@ def _run_cell(track, grid, evaluator, emb_fn, demos, emb, unit: grid_lib.Unit,
   if not run:
     return
   print(f"{task} / {pvr} / seed {seed}: BC on {demos.num_episodes} clean demos")
-  fitted = bc_protocol.fit(protocol, evaluator, emb_fn, demos, emb, int(seed))
+  with cortexbench_job.curve_writer(config, task, pvr, seed) as writer:
+    fitted = bc_protocol.fit(protocol, evaluator, emb_fn, demos, emb, int(seed), writer=writer)
   seeds = episode_seeds("test", protocol.test_episodes)
   codes = [col.encode(c.corruption, s) for c in run for s in seeds]
   t1 = time.time()

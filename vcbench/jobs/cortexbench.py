@@ -15,6 +15,7 @@ import time
 import ml_collections
 
 from vcbench import config as config_lib
+from vcbench import metrics as metrics_lib
 from vcbench.algos import finetune
 from vcbench.benchmarks import adaptation as adaptation_lib
 from vcbench.benchmarks import bc_protocol
@@ -30,8 +31,9 @@ from vcbench.store import Cell
 
 # Keys that do not change what any one cell computes: where and how fast a run executes, and
 # which cells it contains (a cell names its own task, PVR and seed). Changing them keeps the
-# cells already in the store, so a sweep can grow by a seed, task or PVR.
-NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "pvrs", "seeds")
+# cells already in the store, so a sweep can grow by a seed, task or PVR. What a run logs
+# (`tensorboard`) changes no number either.
+NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "pvrs", "seeds", "tensorboard")
 GRIDS = ("tasks", "pvrs", "seeds")
 DIRS = ("workdir", "data_dir")
 
@@ -68,6 +70,9 @@ def default_config() -> ml_collections.ConfigDict:
   c.hidden = (256, 256, 256)
   c.eval_envs = 10           # Validation is one batch; test three (the last half idle).
   c.num_workers = 0
+  c.tensorboard = False      # BC's loss and validation curves as TensorBoard event files in
+                             # <workdir>/tb/<task>/<pvr>/seed<seed> (an MAE adaptation's loss:
+                             # in its directory under <data_dir>/adapted).
   # How the PVRs are adapted: frozen | mae | mae_scratch | finetune (benchmarks/adaptation.py).
   c.adaptation = "frozen"
   c.adapt = adaptation_lib.default_config()
@@ -208,6 +213,14 @@ def _run_task(track: Track, grid: grid_lib.Grid, task: str, units: list[grid_lib
             f"{metrics['seconds']:.0f} s)")
 
 
+def curve_writer(config, task: str, pvr: str, seed: int) -> metrics_lib.MetricWriter:
+  """Where one cell's BC curves go: <workdir>/tb/<task>/<pvr>/seed<seed> with
+  config.tensorboard, else nowhere. A cell run again after a kill skips the epochs that its
+  event files already hold."""
+  logdir = os.path.join(config.workdir, "tb", task, pvr, f"seed{seed}")
+  return metrics_lib.tensorboard_or_noop(config.tensorboard, logdir)
+
+
 def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
   """(run(evaluator, seed) -> metrics, whether it renders pixels, the PVR's fingerprint) for
   one (task, PVR): BC on frozen cached embeddings, after an MAE adaptation, or fine-tuning the
@@ -220,14 +233,16 @@ def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
 
     def run_finetuned(evaluator, seed):
       t0 = time.time()
-      fitted = bc_protocol.fit_finetuned(protocol, evaluator, encoder, pvr, demos, seed,
-                                         config.adapt.encoder_lr, score=score)
+      with curve_writer(config, task, pvr, seed) as writer:
+        fitted = bc_protocol.fit_finetuned(protocol, evaluator, encoder, pvr, demos, seed,
+                                           config.adapt.encoder_lr, score=score, writer=writer)
       return bc_protocol.test(protocol, evaluator, fitted, demos, t0, score)
     return run_finetuned, True, finetune.embedder_of(encoder, pvr, encoder.params).fingerprint
   if adaptation in adaptation_lib.MAE_ADAPTATIONS:
     img_size = config.img_size or zoo.entry(pvr).preprocess.size
     cfg = adaptation_lib.mae_config(config.adapt, adaptation, pvr, img_size, checkpoint)
-    path = adaptation_lib.mae_adapted(track.data_dir, task, demos.frames, demos.sha256, cfg)
+    path = adaptation_lib.mae_adapted(track.data_dir, task, demos.frames, demos.sha256, cfg,
+                                      tensorboard=config.tensorboard)
     emb_fn = embedder_lib.make(pvr, state_dim=track.suite.state_dim, img_size=img_size,
                                checkpoint=path)
   else:
@@ -236,6 +251,8 @@ def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
 
   def run_frozen(evaluator, seed):
     t0 = time.time()
-    fitted = bc_protocol.fit(protocol, evaluator, emb_fn, demos, emb, seed, score=score)
+    with curve_writer(config, task, pvr, seed) as writer:
+      fitted = bc_protocol.fit(protocol, evaluator, emb_fn, demos, emb, seed, score=score,
+                               writer=writer)
     return bc_protocol.test(protocol, evaluator, fitted, demos, t0, score)
   return run_frozen, emb_fn.obs_key != "state", emb_fn.fingerprint

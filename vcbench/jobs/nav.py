@@ -7,15 +7,16 @@ evaluation cell is skipped when the store already holds it for this config hash.
 """
 from __future__ import annotations
 
-import json
+import contextlib
 import pathlib
 import time
+from typing import Optional
 
 import jax
 import ml_collections
 
 from vcbench import config as config_lib
-from vcbench import files
+from vcbench import metrics as metrics_lib
 from vcbench.algos import nav_bc
 from vcbench.algos import ppo
 from vcbench.algos import runner
@@ -25,7 +26,8 @@ from vcbench.envs.nav import tasks
 from vcbench.jobs import grid as grid_lib
 from vcbench.store import Cell
 
-NOT_HASHED = ("workdir", "chunk_updates", "eval_batch")   # Where a run executes, not what.
+# Where a run executes and what it logs, not what it computes.
+NOT_HASHED = ("workdir", "chunk_updates", "eval_batch", "tensorboard")
 
 
 def _learner_config(module) -> ml_collections.ConfigDict:
@@ -56,6 +58,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.eval_greedy = False
   c.algo = "ppo"              # a `benchmarks.nav.LEARNERS` name: 'ppo' or 'bc'.
   c.chunk_updates = 100       # updates per checkpoint and validation.
+  c.tensorboard = False       # training and validation curves as TensorBoard event files in
+                              # <workdir>/<variant>/tb (curve.json is always written).
   c.seed = 0
   c.policy = ppo.default_config().policy   # shared by both learners
   c.policy.hidden = 256
@@ -93,11 +97,17 @@ def cell(config) -> Cell:
               seed=int(config.seed))
 
 
-def selection(config, directory, evaluate=None) -> runner.SelectBest:
+def selection(config, directory, evaluate=None,
+              writer: Optional[metrics_lib.MetricWriter] = None) -> runner.SelectBest:
   """The validation after every chunk that keeps the best params (by SR, then SPL) under
   `directory` (<workdir>/<variant>/best), so that a late collapse of PPO does not decide the
-  result; resumable with the run. `evaluate` None: read an existing selection."""
+  result; resumable with the run. `evaluate` None: read an existing selection. Each
+  validation's SR and SPL also go to `writer` (as `val/success`, `val/spl`)."""
+  writer = metrics_lib.NoOpWriter() if writer is None else writer
+
   def log(entry, progress):
+    writer.write_scalars(entry["update"], {"val/success": entry["success"],
+                                           "val/spl": entry["spl"]})
     best = select.best
     print(f"validation at update {entry['update']}: SR {entry['success']:.1f} SPL "
           f"{entry['spl']:.1f} (best: update {best['update']}, SR {best['success']:.1f})",
@@ -108,6 +118,15 @@ def selection(config, directory, evaluate=None) -> runner.SelectBest:
   return select
 
 
+@contextlib.contextmanager
+def curve_writers(config, workdir: pathlib.Path):
+  """(curve.json's writer: the training metrics by name, rewritten after every chunk;
+  TensorBoard's under <workdir>/tb, or a no-op one when config.tensorboard is off)."""
+  curve = metrics_lib.JsonCurveWriter(workdir / "curve.json")
+  with curve, metrics_lib.tensorboard_or_noop(config.tensorboard, workdir / "tb") as writer:
+    yield curve, writer
+
+
 def run(config) -> dict:
   workdir = pathlib.Path(config.workdir) / config.variant
   grid = grid_lib.Grid("vcbench-nav", config.workdir, config_hash(config))
@@ -115,14 +134,13 @@ def run(config) -> dict:
   trainer = nav_bench.make_trainer(config)
   print(f"nav: {config.variant}: {config.algo} on {config.task}, {trainer.num_updates} updates "
         f"x {trainer.steps_per_update} env steps, workdir {workdir}", flush=True)
-  select = selection(config, workdir / "best",
-                     nav_bench.evaluator(config, trainer, "val", config.val_episodes))
-  state, curve = runner.run(trainer, workdir / "train", config.chunk_updates,
-                            callbacks=[select])
+  with curve_writers(config, workdir) as (curve, writer):
+    select = selection(config, workdir / "best",
+                       nav_bench.evaluator(config, trainer, "val", config.val_episodes), writer)
+    state, _ = runner.run(trainer, workdir / "train", config.chunk_updates,
+                          callbacks=[runner.WriteMetrics(curve, prefix=""),
+                                     runner.WriteMetrics(writer), select])
   train_seconds = time.time() - t0
-  text = json.dumps({k: [None if v != v else float(v) for v in vals]    # NaN -> null
-                     for k, vals in curve.items()})
-  files.atomic_write(workdir / "curve.json", lambda f: f.write(text.encode()))
   for unit in grid.todo([grid_lib.Unit((config.task,), (cell(config),))]):
     t1 = time.time()
     params = select.best_state(jax.eval_shape(lambda: state.params))
