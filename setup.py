@@ -33,6 +33,8 @@ EXTRAS = {
     ],
     # Results as DataFrames and parquet files (ResultStore.to_dataframe, notebooks/).
     "analysis": ["pandas>=2.2", "pyarrow>=15"],
+    # Training curves as TensorBoard event files (metrics.TensorBoardWriter; off by default).
+    "tensorboard": ["tensorboardX>=2.6"],
     # The parity tests against the PyTorch reference implementations and the PyTorch timing
     # benchmark. vcbench itself never imports torch: it reads .pth files with NumPy
     # (models/torch_pickle.py). torch 2.14.1 + torchvision 0.29.1 are the pair that imports on
