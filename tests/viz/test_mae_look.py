@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from launch import mae_look as cli  # noqa: F401 - the command line imports.
 from vcbench.algos import mae
 from vcbench.checkpoint import Checkpointer
+from vcbench.data import frames
 from vcbench.models import convert
 from vcbench.models import mae as mae_model
 from vcbench.models import zoo
@@ -156,8 +157,9 @@ def _write_shards(tmp_path):
   rng = np.random.default_rng(0)
   paths = []
   for name, n, size in (("a", 5, 40), ("b", 3, 48)):
-    paths.append(str(tmp_path / f"{name}.npy"))
-    np.save(paths[-1], rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8))
+    paths.append(str(tmp_path / f"{name}.npy"))   # Shards as `vcbench.data.frames` writes them.
+    frames.write_shard(paths[-1], rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8),
+                       {"source": "test"})
   return paths
 
 
