@@ -58,7 +58,10 @@ def _kill_at_random(learner, workdir, rng) -> int:
   return after
 
 
-@pytest.mark.parametrize("learner", ["bc", "mae", "ppo"])
+# BC by default (the kill lands in the same runner and orbax writes as for every learner); MAE and
+# PPO, 2-3 min each on 2 cores, with -m slow.
+@pytest.mark.parametrize("learner", ["bc", pytest.param("mae", marks=pytest.mark.slow),
+                                     pytest.param("ppo", marks=pytest.mark.slow)])
 def test_kill_9_then_rerun_matches_an_uninterrupted_run(tmp_path, learner):
   seed = f"{learner}-{time.time_ns()}"           # Named in failures, to replay one.
   rng = random.Random(seed)
