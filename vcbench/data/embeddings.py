@@ -7,7 +7,6 @@ detected by its checksum and recomputed.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from vcbench import files

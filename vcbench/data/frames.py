@@ -250,8 +250,8 @@ def metaworld_tasks(spec: str) -> list[str]:
 
 
 def metaworld_frames(out_dir: str, tasks: Sequence[str], episodes_per_task: int,
-                     size: int = 128, stride: int = 2, max_steps: int = METAWORLD_MAX_STEPS, noise: float = 0.3,
-                     seed: int = 0, camera: str = "top_cap2") -> list[str]:
+                     size: int = 128, stride: int = 2, max_steps: int = METAWORLD_MAX_STEPS,
+                     noise: float = 0.3, seed: int = 0, camera: str = "top_cap2") -> list[str]:
   """Renders the noisy scripted experts: one shard per task, `<out_dir>/metaworld/<task>.npy`.
 
   Each episode (train seeds from METAWORLD_SEED_BASE, so never a demo's) runs the expert with

@@ -31,6 +31,11 @@ from vcbench.registry import Registry
 _NOT_JOBS = ("grid",)   # Modules here that are shared pieces, not jobs.
 
 
+def _nothing_to_estimate(config) -> dict:
+  del config
+  return {}
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
   name: str
@@ -39,7 +44,7 @@ class Job:
   validate: Callable[[Any], None]
   grids: tuple[str, ...] = ()
   dirs: tuple[str, ...] = ("workdir",)
-  disk_estimate: Callable[[Any], dict] = lambda config: {}
+  disk_estimate: Callable[[Any], dict] = _nothing_to_estimate
 
   def check(self, config) -> None:
     """Everything that can be checked before work: keys, grids, the job's own checks, and
@@ -71,7 +76,7 @@ def get(name: str) -> Job:
   module = importlib.import_module(f"{__name__}.{known.get(name)}")
   return Job(name, module.run, module.default_config, module.validate,
              getattr(module, "GRIDS", ()), getattr(module, "DIRS", ("workdir",)),
-             getattr(module, "disk_estimate", lambda config: {}))
+             getattr(module, "disk_estimate", _nothing_to_estimate))
 
 
 def resolve(config) -> Job:

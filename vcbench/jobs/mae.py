@@ -95,13 +95,13 @@ def disk_estimate(config) -> dict:
 
 def sources(config) -> list:
   """The frame sources of config.data, generating missing shards first."""
-  d = config.data
+  d, root = config.data, frames_dir(config)
   t0 = time.time()
   out = [frames.ShardSource(frames.metaworld_frames(
-      frames_dir(config), frames.metaworld_tasks(d.metaworld_tasks), d.metaworld_episodes, size=d.size,
+      root, frames.metaworld_tasks(d.metaworld_tasks), d.metaworld_episodes, size=d.size,
       stride=d.metaworld_stride))]
   if d.nav_frames:
-    out.append(frames.ShardSource(frames.nav_frames(frames_dir(config), d.nav_frames, size=d.size)))
+    out.append(frames.ShardSource(frames.nav_frames(root, d.nav_frames, size=d.size)))
   out += [frames.FolderSource(f, d.size) for f in _folders(d.folders)]
   print(f"mae: frames {' + '.join(str(len(s)) for s in out)} at {d.size}px "
         f"({time.time() - t0:.0f} s)")

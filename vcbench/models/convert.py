@@ -29,7 +29,6 @@ import numpy as np
 from vcbench import files
 from vcbench.errors import CheckpointError
 from vcbench.errors import UserError
-
 from vcbench.models import resize
 from vcbench.models import torch_pickle
 
@@ -271,9 +270,10 @@ def _bad_values(items) -> list[str]:
     value = np.asarray(value)
     if not (np.issubdtype(value.dtype, np.floating) or value.dtype == ml_dtypes.bfloat16):
       problems.append(f"{name}: dtype {value.dtype}, expected a floating-point weight")
-    elif not np.isfinite(value.astype(np.float32)).all():
-      bad = int((~np.isfinite(value.astype(np.float32))).sum())
-      problems.append(f"{name}: {bad} of {value.size} values are NaN or infinite")
+    else:
+      bad = int(value.size - np.count_nonzero(np.isfinite(value.astype(np.float32))))
+      if bad:
+        problems.append(f"{name}: {bad} of {value.size} values are NaN or infinite")
   return problems
 
 
