@@ -43,7 +43,7 @@ def get_config(arg=None):
     c.num_workers = 2   # Render in 2 processes while the main one waits on the callback.
   elif arg == "tiny":
     c.workdir = "runs/cortexbench_tiny"
-    c.tasks = ("button-press-topdown",)
+    c.task_subset = "tiny"    # The suite's first quick task (MetaWorld: button-press-topdown).
     c.pvrs = ("state_oracle",)
     c.seeds = (0,)
     c.num_demos = 3

@@ -51,7 +51,9 @@ def _config(**kw):
 @pytest.mark.parametrize("key,value,match", [
     ("tasks", ("drawer-opn",), "drawer-opn.*drawer-open"),
     ("pvrs", ("vc2",), "vc2.*state_oracle"),
-    ("suite", "dmc", "dmc.*metaworld"),
+    ("suite", "dmcc", "did you mean dmc.*choose from metaworld, dmc"),
+    ("suite", "objectnav", "objectnav.*choose from metaworld, dmc"),   # Not runnable here.
+    ("task_subset", "some", "all, quick, tiny"),
     ("epochs", 0, "epochs"),
     ("checkpoints", "vc1_vitb", "expected 'name=value'"),
     ("checkpoints", "vc1_vitb=/x.pth", "not one of"),
@@ -121,3 +123,33 @@ def test_a_suite_added_from_test_code_runs_through_the_job_with_a_return_score(t
     assert [s for s, _ in scalars["train/loss"]] == list(range(1, config.epochs + 1))
     assert [s for s, _ in scalars["val/score"]] == list(
         range(config.eval_every, config.epochs + 1, config.eval_every))
+
+
+def test_tiny_dmc_runs_the_suites_own_protocol_numbers(tmp_path):
+  """`--config.suite=dmc` alone switches tasks, camera, demos and scoring to the suite's."""
+  args = ["--config", "configs/cortexbench.py:tiny", "--config.suite=dmc",
+          f"--config.workdir={tmp_path / 'run'}"]
+  out = _launch(*args, tmp_path=tmp_path)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "| DMControl |" in out.stdout
+  rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+  assert [r["task"] for r in rows] == ["dmc/reacher-easy"]
+  r = rows[0]
+  assert r["score"] == pytest.approx(r["mean_return"] / 10) and r["mean_length"] == 30
+  assert r["extra/render"]["camera"] == "camera0"
+  demos = list((tmp_path / "run" / "data" / "dmc" / "reacher-easy").glob("demos-*.json"))
+  meta = json.loads(demos[0].read_text())["meta"]
+  assert meta["lengths"] == [500] * 3 and min(meta["returns"]) > 900   # The scripted expert.
+
+
+def test_suite_defaults_fill_only_the_keys_left_empty():
+  c = _config(suite="dmc", tasks=(), num_demos=0, test_episodes=0, horizon=0, camera="")
+  c.task_subset = "all"
+  resolved = job.for_suite(c)
+  assert resolved.tasks == ("walker-stand", "walker-walk", "reacher-easy", "cheetah-run",
+                            "finger-spin")
+  assert (resolved.num_demos, resolved.test_episodes, resolved.horizon, resolved.camera) == (
+      100, 10, 500, "camera0")
+  c.num_demos, c.task_subset = 7, "quick"
+  resolved = job.for_suite(c)
+  assert resolved.num_demos == 7 and resolved.tasks == ("reacher-easy", "walker-stand")

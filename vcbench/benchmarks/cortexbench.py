@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from vcbench.data import demos as demos_lib
+from vcbench.envs.mujoco import dmc
+from vcbench.envs.mujoco import dmc_experts
 from vcbench.envs.mujoco import metaworld as mw
 from vcbench.registry import Registry
 
@@ -57,10 +59,17 @@ class Suite:
       the task's `host.HostSim` (the BC track runs the suite through it).
     expert: task -> (sim, obs) -> action, the demonstrator.
     task_names: every task the simulator can run (default: `tasks`).
-    state_dim: width of the simulator state the state oracle sees (0: no state oracle).
+    state_dim: width of the simulator state the state oracle sees (0: no state oracle), or
+      task -> width where the tasks differ.
     proprio: the policy also sees the simulator's `proprio` observation.
     version: the simulator's version, part of the demo cache key.
+    expert_version: task -> what identifies its expert (e.g. a hash of its parameters), also
+      part of the demo cache key (None: the simulator's version says it, as MetaWorld's
+      scripted policies ship with it).
     cameras: task -> the camera names its renderer accepts (None: not checked before a run).
+    camera: the camera its pixels come from by default (eai-vc's for the suite).
+    quick_tasks: the tasks of reduced runs (`quick`: all of them, `tiny`: the first), chosen
+      for cheap demos; default: the first two tasks.
   """
 
   name: str
@@ -75,13 +84,18 @@ class Suite:
   make_sim: Optional[Callable[[str, Any, int], Callable[[], Any]]] = None
   expert: Optional[Callable[[str], Callable[[Any, dict], np.ndarray]]] = None
   task_names: Optional[Callable[[], Sequence[str]]] = None
-  state_dim: int = 0
+  state_dim: int | Callable[[str], int] = 0
   proprio: bool = True
   version: Callable[[], str] = lambda: "unknown"
+  expert_version: Optional[Callable[[str], str]] = None
   cameras: Optional[Callable[[str], Sequence[str]]] = None
+  camera: str = ""
+  quick_tasks: tuple[str, ...] = ()
 
   def __post_init__(self):
     METRICS.get(self.metric)
+    if not self.quick_tasks:
+      object.__setattr__(self, "quick_tasks", self.tasks[:2])
     if self.available and (self.make_sim is None or self.expert is None):
       raise ValueError(f"suite {self.name!r}: an available suite needs make_sim and expert")
 
@@ -94,13 +108,19 @@ class Suite:
   def all_tasks(self) -> list[str]:
     return list(self.task_names()) if self.task_names is not None else list(self.tasks)
 
+  def state_width(self, task: str) -> int:
+    return int(self.state_dim(task) if callable(self.state_dim) else self.state_dim)
+
   def score(self, episodes: Mapping[str, np.ndarray]) -> float:
     return float(METRICS.get(self.metric)(episodes))
 
   def demo_source(self, task: str, render, horizon: int) -> demos_lib.Source:
+    version = self.version()
+    if self.expert_version is not None:
+      version += "+" + self.expert_version(task)
     return demos_lib.Source(make_sim=self.make_sim(task, render, horizon),
                             expert=self.expert(task), success_only=self.success_ends_episode,
-                            version=self.version())
+                            version=version)
 
 
 SUITES = Registry("CortexBench suite")
@@ -112,11 +132,14 @@ for _suite in (
           ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer"),
           num_demos=25, eval_episodes=25, horizon=500, metric="success", available=True,
           make_sim=mw.make_sim, expert=mw.expert, task_names=mw.task_names,
-          state_dim=mw.STATE_DIM, version=mw.version, cameras=mw.camera_names),
-    Suite("dmc", "DMControl",
-          ("walker-stand", "walker-walk", "reacher-easy", "cheetah-run", "finger-spin"),
-          num_demos=100, eval_episodes=10, horizon=1000, metric="return/10", available=False,
-          reason="DMC adapter not built yet"),
+          state_dim=mw.STATE_DIM, version=mw.version, cameras=mw.camera_names,
+          camera="top_cap2", quick_tasks=("button-press-topdown", "drawer-open")),
+    # DMC: 500 decisions = dm_control's 1000 control steps at action repeat 2 (envs/mujoco/dmc.py).
+    Suite("dmc", "DMControl", dmc.CORTEXBENCH_TASKS, num_demos=100, eval_episodes=10,
+          horizon=dmc.horizon(), metric="return/10", available=True, make_sim=dmc.make_sim,
+          expert=dmc_experts.expert, task_names=dmc.task_names, state_dim=dmc.state_dim,
+          proprio=False, version=dmc.version, expert_version=dmc_experts.version,
+          cameras=dmc.camera_names, camera=dmc.DEFAULT_CAMERA, quick_tasks=("reacher-easy", "walker-stand")),
     Suite("trifinger", "TriFinger", ("reach-cube", "push-cube"), num_demos=100,
           eval_episodes=25, horizon=0, metric="success", available=False,
           reason="TriFinger adapter not built yet"),

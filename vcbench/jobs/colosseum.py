@@ -30,7 +30,7 @@ from vcbench.reports import colosseum as report_lib
 from vcbench.store import Cell
 
 NOT_HASHED = cortexbench_job.NOT_HASHED + ("test_sets",)   # Which cells: not what they compute.
-GRIDS = cortexbench_job.GRIDS + ("test_sets",)
+GRIDS = ("tasks", "pvrs", "seeds", "test_sets")
 DIRS = cortexbench_job.DIRS
 # The digest of `col.definitions()` when it entered the hash: at this value it is left out, so
 # the cells stored before keep their hash; any changed definition changes every cell's hash.
@@ -43,6 +43,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.job = "colosseum"
   c.workdir = "runs/colosseum"
   c.tasks = col.TASKS
+  c.camera = "top_cap2"
   c.test_sets = col.TEST_SETS
   c.pvrs = ("in1k_mobilenetv2",)
   c.seeds = (0,)
@@ -135,7 +136,7 @@ def _run_task(track: cortexbench_job.Track, grid: grid_lib.Grid, task: str,
                           factors_excluded)
   for unit in grid.pending(units):
     _, pvr, seed = unit.key
-    emb_fn = track.embedder(pvr)
+    emb_fn = track.embedder(pvr, task)
     emb = track.embeddings(task, emb_fn, demos)
     evaluator = track.evaluator(task, True, make_sim)
     _run_cell(track, grid, evaluator, emb_fn, demos, emb, unit, excluded)

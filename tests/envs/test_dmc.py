@@ -1,0 +1,149 @@
+"""The DeepMind Control adapter: seeded episodes, action repeat, pixels, cameras, experts."""
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dm_control")
+
+from vcbench.envs.core import RenderConfig  # noqa: E402
+from vcbench.envs.mujoco import dmc, dmc_experts  # noqa: E402
+
+# The shipped SAC experts must keep at least these returns (their targets; the README lists the
+# measured means over 100 seeds).
+TARGETS = {"walker-stand": 900, "walker-walk": 800, "cheetah-run": 550, "finger-spin": 800}
+
+
+@pytest.fixture(autouse=True)
+def _egl(monkeypatch):
+  monkeypatch.setenv("MUJOCO_GL", "egl")
+
+
+def test_same_seed_same_episode_and_seeds_differ():
+  a, b = dmc.DMCSim("walker-walk"), dmc.DMCSim("walker-walk")
+  try:
+    np.testing.assert_array_equal(a.reset(5)["state"], b.reset(5)["state"])
+    action = np.linspace(-1, 1, a.action_dim)
+    for _ in range(3):
+      oa, ra, _, _ = a.step(action)
+      ob, rb, _, _ = b.step(action)
+    np.testing.assert_array_equal(oa["state"], ob["state"])
+    assert ra == rb
+    assert np.abs(a.reset(6)["state"] - b.reset(5)["state"]).max() > 1e-3
+  finally:
+    a.close()
+    b.close()
+
+
+def test_a_step_repeats_the_action_and_sums_the_rewards_of_dm_control():
+  from dm_control import suite
+  sim = dmc.DMCSim("cheetah-run", action_repeat=2)
+  env = suite.load("cheetah", "run", task_kwargs={"random": 11})
+  try:
+    sim.reset(11)
+    env.reset()
+    action = np.full(sim.action_dim, 0.3)
+    _, reward, _, _ = sim.step(action)
+    expected = sum(env.step(action).reward for _ in range(2))
+    assert reward == pytest.approx(expected)
+    np.testing.assert_allclose(sim.physics.data.qpos, env.physics.data.qpos)
+  finally:
+    sim.close()
+    env.close()
+
+
+def test_episode_ends_after_1000_control_steps():
+  sim = dmc.DMCSim("reacher-easy", action_repeat=4)
+  try:
+    sim.reset(0)
+    ends = [sim.step(np.zeros(2))[2] for _ in range(dmc.horizon(4))]
+    assert dmc.horizon(4) == 250 and ends[-1] and not any(ends[:-1])
+  finally:
+    sim.close()
+
+
+@pytest.mark.parametrize("task", dmc.CORTEXBENCH_TASKS)
+def test_pixels_come_from_camera_0_and_state_has_the_task_width(task):
+  sim = dmc.DMCSim(task, RenderConfig(size=40, camera=dmc.DEFAULT_CAMERA))
+  try:
+    obs = sim.reset(0)
+    assert obs["rgb"].shape == (40, 40, 3) and obs["rgb"].dtype == np.uint8
+    assert obs["rgb"].std() > 5   # A real image, not blank.
+    assert obs["state"].shape == (dmc.state_dim(task),)
+    assert "proprio" not in sim.observation_spec()   # eai-vc: no proprio for DMC.
+  finally:
+    sim.close()
+  model_camera = dmc.camera_names(task)[1]
+  named = dmc.DMCSim(task, RenderConfig(size=40, camera=model_camera))
+  try:   # `camera0` is the model's first camera under its own name.
+    np.testing.assert_array_equal(named.reset(0)["rgb"], obs["rgb"])
+  finally:
+    named.close()
+
+
+def test_bad_task_and_camera_names_list_the_valid_ones():
+  with pytest.raises(ValueError, match="walker-walk"):
+    dmc.DMCSim("walker-wlak")
+  with pytest.raises(ValueError, match="valid"):
+    dmc.DMCSim("walker-walk", RenderConfig(size=32, camera="top_cap2"))
+  with pytest.raises(ValueError, match="action_repeat"):
+    dmc.DMCSim("walker-walk", action_repeat=3)
+
+
+def _returns(task, seeds, expert=None):
+  sim = dmc.DMCSim(task)
+  expert = expert or dmc_experts.expert(task)
+  out = []
+  try:
+    for seed in seeds:
+      obs, total, done = sim.reset(seed), 0.0, False
+      while not done:
+        obs, reward, done, _ = sim.step(expert(sim, obs))
+        total += reward
+      out.append(total)
+  finally:
+    sim.close()
+  return np.array(out)
+
+
+@pytest.mark.parametrize("task", ["reacher-easy", "reacher-hard"])
+def test_scripted_reacher_reaches_the_target(task):
+  returns = _returns(task, [200_000, 200_001, 200_002])
+  assert returns.min() > 900, returns
+  assert _returns(task, [200_000], expert=lambda sim, obs: np.zeros(2))[0] < 500
+
+
+@pytest.mark.parametrize("task", sorted(TARGETS))
+def test_shipped_sac_experts_reach_their_targets(task):
+  returns = _returns(task, [200_000, 200_001])
+  assert returns.mean() >= TARGETS[task], returns
+  meta = dmc_experts.policy(task).meta
+  assert meta["task"] == task and meta["mean_return"] >= TARGETS[task]
+
+
+def test_the_numpy_policy_is_the_trained_actor(tmp_path):
+  import jax
+  import jax.numpy as jnp
+  from vcbench.algos import sac
+  actor = sac.Actor((16, 16), 3)
+  params = actor.init(jax.random.key(0), jnp.zeros((1, 5)))
+  path = tmp_path / "x.npz"
+  np.savez(path, meta=np.array(json.dumps({"task": "x"})), **sac.actor_arrays(params))
+  obs = np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32)
+  np.testing.assert_allclose(dmc_experts.MLPPolicy(path)(obs),
+                             sac.mean_action(actor, params, obs), rtol=1e-5, atol=1e-6)
+  restored = sac.actor_params(sac.actor_arrays(params))
+  np.testing.assert_array_equal(sac.mean_action(actor, restored, obs),
+                                sac.mean_action(actor, params, obs))
+
+
+def test_expert_versions_follow_the_expert(tmp_path, monkeypatch):
+  monkeypatch.setattr(dmc_experts, "EXPERTS_DIR", tmp_path)
+  with pytest.raises(FileNotFoundError, match="configs/dmc_expert.py:walker-walk"):
+    dmc_experts.expert("walker-walk")
+  path = tmp_path / "walker-walk.npz"
+  np.savez(path, meta=np.array("{}"), w=np.zeros(3))
+  first = dmc_experts.version("walker-walk")
+  np.savez(path, meta=np.array("{}"), w=np.ones(3))
+  assert dmc_experts.version("walker-walk") != first   # New parameters: new demo cache key.
+  assert dmc_experts.version("reacher-easy").startswith("scripted-reacher")
