@@ -13,7 +13,8 @@ BC rollouts run in its `CubeReachEnv` / `MoveCubeEnv`:
   `finger_to_move_list = [0]`; its 9-wide demo actions are zero for fingers 1 and 2): the other
   six entries are ignored. eai-vc tracks the plan with a Cartesian impedance controller; here
   the plan goes through inverse kinematics (damped Newton on pinocchio's fingertip Jacobians,
-  at 62.5 Hz) to the platform's joint PD position controller, with gravity compensation.
+  at 62.5 Hz) to the platform's joint PD position controller (its D gains scaled by 0.2: the
+  defaults oscillate at a 4 ms step), with gravity compensation.
 - Pixels: one of the platform's three cameras (`camera60`, `camera180`, `camera300`; eai-vc's
   policies see `camera60`) rendered with pybullet's TinyRenderer at `RenderConfig.size`
   (eai-vc: 270). eai-vc conditions push policies on the embedding of a goal image (the demo's
@@ -57,6 +58,9 @@ CAMERAS = ("camera60", "camera180", "camera300")
 SIM_TIME_STEP = 0.004      # eai-vc's sim_time_step (the platform's PD gains are set for 250 Hz).
 SUBSTEPS = 100             # Simulation steps per policy step: 0.4 s (eai-vc's downsample step).
 IK_EVERY = 4               # Simulation steps between IK solves: 62.5 Hz.
+# Joint PD damping: the platform's default D gains (0.5, 1, 0.5) make the joints oscillate at a
+# 4 ms step (a limit cycle at the torque limit); a fifth of them holds and tracks without one.
+POSITION_KD = np.array([0.1, 0.2, 0.1] * 3)
 MAX_DELTA = 0.05           # Metres of fingertip motion per unit of action (eai-vc's max_a).
 EPISODE_STEPS = {"reach-cube": 5, "push-cube": 10}   # eai-vc: 500 and 1000 sim steps of 4 ms.
 HORIZON = max(EPISODE_STEPS.values())
@@ -280,6 +284,7 @@ class TriFingerSim:
         self.q_target = self.ik.solve(start + frac * delta, self.q_target)
         action = self.finger.Action(torque=self.ik.gravity(self._joint_positions()),
                                     position=self.q_target)
+        action.position_kd = POSITION_KD
       self.finger.append_desired_action(action)
     self.plan = start + delta
     self.steps += 1
@@ -336,8 +341,13 @@ class TriFingerSim:
     return np.clip((targets - self.plan).reshape(-1) / MAX_DELTA, -1, 1).astype(np.float32)
 
   def close(self):
-    self._marker = None
     self.finger._disconnect_from_pybullet()  # noqa: SLF001 - the platform has no close().
+    # pybullet reuses client ids: the finger's, cube's and marker's destructors would otherwise
+    # disconnect (or remove bodies from) a simulator created after this one in the process.
+    for owner in (self.finger, self.platform.cube, self._marker):
+      if owner is not None:
+        owner._pybullet_client_id = -1  # noqa: SLF001
+    self._marker = None
 
 
 # camera60, camera180, camera300 as trifinger_simulation's TriFingerCameras places them.
@@ -348,8 +358,9 @@ _CAMERA_POSES = (
 )
 
 SAFE_HEIGHT = 0.09   # Fingertip height that clears the cube's top (6.5 cm) with the tip.
-# The cage grips above the cube's mid-height: contacts below it wedge the cube off the table.
-GRIP_LIFT = 0.008
+# How far inside the cube's faces the closed cage aims: a light squeeze holds the cube in the
+# cage; deeper ones (1 cm and more) wedge it off the table, which the 3-D score counts.
+GRIP_SQUEEZE = 0.006
 
 
 def _step_towards(plan: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -362,12 +373,13 @@ def reach_expert(sim: TriFingerSim) -> np.ndarray:
   commanded 1 cm into it so the position controller keeps the tip pressed on the face."""
   plan = sim.plan.copy()
   cube = sim.cube_pose()[0]
-  top = cube[2] + CUBE_HALF
-  horizontal = np.abs(cube[:2] - plan[0, :2]).max()
-  if horizontal > 1e-3:
+  press = np.array([cube[0], cube[1], cube[2] + CUBE_HALF + TIP_RADIUS - 0.01])
+  if np.abs(cube[:2] - plan[0, :2]).max() > MAX_DELTA:
     plan[0] = _step_towards(plan[0], np.array([cube[0], cube[1], SAFE_HEIGHT]))
   else:
-    plan[0] = np.array([cube[0], cube[1], top + TIP_RADIUS - 0.01])
+    # Within one step: straight to the press point. The straight line only comes below the
+    # safe height within 2 cm (horizontally) of the centre, over the top face.
+    plan[0] = press
   return plan
 
 
@@ -384,11 +396,10 @@ def push_expert(sim: TriFingerSim) -> np.ndarray:
     memory["phase"] = "approach"
   dirs = np.concatenate([memory["directions"], np.zeros((NUM_FINGERS, 1))], axis=1)
   open_radius = CUBE_HALF * np.sqrt(2) + TIP_RADIUS + 0.012   # Clears the corners at any yaw.
-  grip_radius = CUBE_HALF + TIP_RADIUS - 0.012                # Inside the faces: squeezes.
-  centre = np.array([cube[0], cube[1], CUBE_HALF])
-  grip = centre + np.array([0, 0, GRIP_LIFT])
+  grip_radius = CUBE_HALF + TIP_RADIUS - GRIP_SQUEEZE         # Inside the faces: squeezes.
+  centre = np.array([cube[0], cube[1], CUBE_HALF])   # Fingertips at the cube's mid-height.
   if memory["phase"] == "approach":
-    targets = grip + open_radius * dirs
+    targets = centre + open_radius * dirs
     high = np.abs(targets[:, :2] - sim.plan[:, :2]).max() > 1e-3
     if high:   # Travel above the cube's top until over the pre-grasp points, then descend.
       targets[:, 2] = np.maximum(SAFE_HEIGHT, sim.plan[:, 2])
@@ -397,7 +408,7 @@ def push_expert(sim: TriFingerSim) -> np.ndarray:
     return targets
   if memory["phase"] == "close":
     memory["phase"] = "carry"
-    return grip + grip_radius * dirs
+    return centre + grip_radius * dirs
   # Carry: move the cage by the cube's remaining error to the goal.
   return np.stack([_step_towards(p, p + (goal - centre) * np.array([1, 1, 0]))
                    for p in sim.plan])
