@@ -138,6 +138,18 @@ def test_same_seed_same_episode_seeds_differ_and_frames_are_real():
 
 
 @needs_sim
+def test_ik_puts_the_fingertips_on_their_targets():
+  sim = tf.TriFingerSim("push-cube", None)
+  try:
+    tips = sim.ik.tips(tf.Q_NOMINAL)
+    targets = tips + np.array([[0.01, -0.005, 0.0], [0.0, 0.01, -0.01], [-0.004, 0.0, 0.008]])
+    q = sim.ik.solve(targets, tf.Q_NOMINAL)   # One control tick's move is <= 2 mm.
+    assert np.abs(sim.ik.tips(q) - targets).max() < 1e-4
+  finally:
+    sim.close()
+
+
+@needs_sim
 def test_reach_moves_finger_0_only_keeps_the_cube_and_ends_after_5_steps():
   sim = tf.TriFingerSim("reach-cube", None)
   try:

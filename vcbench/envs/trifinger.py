@@ -37,11 +37,13 @@ BC rollouts run in its `CubeReachEnv` / `MoveCubeEnv`:
   The fingertip frame sits 1.2 cm inside the tip's surface, so a fingertip touching the cube
   scores 1 - 1.2 cm / (start distance): about 0.92 on average over the reach starts, not 1.
   `info['success']` (vcbench's, eai-vc has none): within 2 cm (reach: of the inscribed sphere,
-  push: of the goal).
+  push: of the goal). The step's reward is its score (BC does not use rewards).
 - The official evaluation of the TriFinger challenge (`move_cube.evaluate_state`, difficulty 1)
-  is a cost, not a score: (|c - g|_xy / arena diameter + |c - g|_z / 0.1 m) / 2, absolute and
-  unnormalised. `official_cost` exposes it for push-cube; both are zero exactly at the goal and
-  increase with the distance, but only eai-vc's normalised score is reported.
+  is a cost, not a score: (|c - g|_xy / 0.39 m + |c - g|_z / 0.1 m) / 2 (arena diameter,
+  height range), absolute, not relative to the start. `official_cost` exposes it: with the
+  start, the cube and the goal on the table, 1 - cost(c) / cost(c_start) is exactly the push
+  score (tested); off the table they differ, the cost weighing height 3.9 times more than
+  horizontal distance where the score's Euclidean distance weighs them alike.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ from vcbench.envs.core import RenderConfig  # noqa: F401 - the frames are config
 
 TASKS = ("reach-cube", "push-cube")
 CAMERAS = ("camera60", "camera180", "camera300")
-SIM_TIME_STEP = 0.004      # eai-vc's sim_time_step (the platform's PD gains are set for 250 Hz).
+SIM_TIME_STEP = 0.004      # eai-vc's sim_time_step: 250 Hz.
 SUBSTEPS = 100             # Simulation steps per policy step: 0.4 s (eai-vc's downsample step).
 IK_EVERY = 4               # Simulation steps between IK solves: 62.5 Hz.
 # Joint PD damping: the platform's default D gains (0.5, 1, 0.5) make the joints oscillate at a
@@ -143,6 +145,7 @@ def push_score(cube: np.ndarray, start: np.ndarray, goal: np.ndarray) -> float:
 def official_cost(cube: np.ndarray, goal: np.ndarray) -> float:
   """The TriFinger challenge's `move_cube.evaluate_state` cost of a cube position (difficulty
   1-3: positions only), lower is better; for comparison with `push_score`."""
+  _modules()   # A clear ImportError without trifinger-simulation.
   from trifinger_simulation.tasks import move_cube  # noqa: PLC0415
   identity = (0, 0, 0, 1)
   return float(move_cube.evaluate_state(move_cube.Pose(np.asarray(goal), identity),
@@ -282,10 +285,10 @@ class TriFingerSim:
       if k % IK_EVERY == 0:   # A control tick: new joint targets and gravity compensation.
         frac = min(1.0, (k + IK_EVERY) / SUBSTEPS)   # Aim at where the plan is a tick ahead.
         self.q_target = self.ik.solve(start + frac * delta, self.q_target)
-        action = self.finger.Action(torque=self.ik.gravity(self._joint_positions()),
-                                    position=self.q_target)
-        action.position_kd = POSITION_KD
-      self.finger.append_desired_action(action)
+        command = self.finger.Action(torque=self.ik.gravity(self._joint_positions()),
+                                     position=self.q_target)
+        command.position_kd = POSITION_KD
+      self.finger.append_desired_action(command)
     self.plan = start + delta
     self.steps += 1
     score = self.score()
@@ -361,6 +364,9 @@ SAFE_HEIGHT = 0.09   # Fingertip height that clears the cube's top (6.5 cm) with
 # How far inside the cube's faces the closed cage aims: a light squeeze holds the cube in the
 # cage; deeper ones (1 cm and more) wedge it off the table, which the 3-D score counts.
 GRIP_SQUEEZE = 0.006
+# How far below the top face the reach expert aims the tip: enough to keep it pressed there
+# (3 cm lost 2 points of score over 20 episodes against 1 cm, 4 mm gained 0.3).
+PRESS = 0.004
 
 
 def _step_towards(plan: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -370,10 +376,10 @@ def _step_towards(plan: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def reach_expert(sim: TriFingerSim) -> np.ndarray:
   """Finger 0 over the cube at a safe height, then down onto the centre of its top face,
-  commanded 1 cm into it so the position controller keeps the tip pressed on the face."""
+  commanded `PRESS` into it so the position controller keeps the tip pressed on the face."""
   plan = sim.plan.copy()
   cube = sim.cube_pose()[0]
-  press = np.array([cube[0], cube[1], cube[2] + CUBE_HALF + TIP_RADIUS - 0.01])
+  press = np.array([cube[0], cube[1], cube[2] + CUBE_HALF + TIP_RADIUS - PRESS])
   if np.abs(cube[:2] - plan[0, :2]).max() > MAX_DELTA:
     plan[0] = _step_towards(plan[0], np.array([cube[0], cube[1], SAFE_HEIGHT]))
   else:
