@@ -1,6 +1,7 @@
 """The TriFinger adapter (seeded episodes, pixels, eai-vc's scores, the experts, the job on it)
 and the per-episode score channel of the host bridge (on a toy simulator, no pybullet)."""
 import functools
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -112,6 +113,12 @@ def test_bad_task_and_camera_names_list_the_valid_ones():
       tf.TriFingerSim("push-cube", tf.RenderConfig(size=32, camera="top_cap2"))
 
 
+def test_a_missing_simulator_names_the_package_and_the_install_command(monkeypatch):
+  monkeypatch.setitem(sys.modules, "trifinger_simulation", None)   # Makes its import fail.
+  with pytest.raises(ImportError, match=r"trifinger-simulation.*pip install -e \.\[trifinger\]"):
+    tf.TriFingerSim("push-cube", None)
+
+
 @needs_sim
 def test_same_seed_same_episode_seeds_differ_and_frames_are_real():
   a, b = tf.TriFingerSim("push-cube", RENDER), tf.TriFingerSim("push-cube", RENDER)
@@ -199,3 +206,24 @@ def test_the_cortexbench_job_runs_the_trifinger_suite_with_the_state_oracle(tmp_
   assert row["task"] == "trifinger/reach-cube" and row["episodes"] == config.test_episodes
   assert 0 <= row["score"] <= 100
   assert row["mean_length"] == tf.EPISODE_STEPS["reach-cube"]   # The simulator ends it.
+
+
+@needs_sim
+@pytest.mark.slow
+def test_pixel_policies_run_both_tasks_with_rendering_workers(tmp_path):
+  """A pixel PVR through the job on both tasks (one evaluator moved from task to task, frames
+  rendered in 2 worker processes). ~2 min on 2 CPU cores."""
+  from configs import cortexbench as cortexbench_config  # pylint: disable=import-outside-toplevel
+  from vcbench import jobs  # pylint: disable=import-outside-toplevel
+  from vcbench import store as store_lib  # pylint: disable=import-outside-toplevel
+  config = cortexbench_config.get_config("tiny")
+  config.suite, config.tasks, config.camera = "trifinger", tf.TASKS, "camera60"
+  config.pvrs, config.num_workers, config.horizon = ("random_vit_ti",), 2, tf.HORIZON
+  config.render_size, config.img_size = 32, 32
+  config.workdir = str(tmp_path / "run")
+  jobs.resolve(config).run(config)
+  rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+  assert sorted(r["task"] for r in rows) == ["trifinger/push-cube", "trifinger/reach-cube"]
+  for r in rows:
+    assert 0 <= r["score"] <= 100
+    assert r["mean_length"] == tf.EPISODE_STEPS[r["task"].split("/")[1]]
