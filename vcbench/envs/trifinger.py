@@ -6,8 +6,9 @@ BC rollouts run in its `CubeReachEnv` / `MoveCubeEnv`:
 - Simulation: TriFingerPro in pybullet at a 4 ms time step; one policy step is 0.4 s (100
   simulation steps, eai-vc's `downsample_time_step`). Episodes are 2 s (reach: 5 policy steps)
   and 4 s (push: 10 policy steps); the simulator ends them itself (`terminal`).
-- Action: 9 fingertip displacements (3 fingers x xyz) over the policy step, in units of 5 cm
-  and clipped to [-1, 1] (eai-vc's demos: `delta_ftpos` in cm, `max_a` = 5 cm). As in eai-vc
+- Action: 9 fingertip displacements (3 fingers x xyz) over the policy step, clipped to [-1, 1]
+  in units of eai-vc's action bound (its policies clip `delta_ftpos` to the demos' `max_a`:
+  5 cm for reach, 8 cm for push; `MAX_DELTA`). As in eai-vc
   the displacements accumulate into a fingertip *plan* that the low-level controller tracks by
   linear interpolation over the step. In reach-cube only finger 0 moves (eai-vc's
   `finger_to_move_list = [0]`; its 9-wide demo actions are zero for fingers 1 and 2): the other
@@ -63,7 +64,8 @@ IK_EVERY = 4               # Simulation steps between IK solves: 62.5 Hz.
 # Joint PD damping: the platform's default D gains (0.5, 1, 0.5) make the joints oscillate at a
 # 4 ms step (a limit cycle at the torque limit); a fifth of them holds and tracks without one.
 POSITION_KD = np.array([0.1, 0.2, 0.1] * 3)
-MAX_DELTA = 0.05           # Metres of fingertip motion per unit of action (eai-vc's max_a).
+# Metres of fingertip motion per unit of action: eai-vc's max_a (reach 5 cm, push 8 cm).
+MAX_DELTA = {"reach-cube": 0.05, "push-cube": 0.08}
 EPISODE_STEPS = {"reach-cube": 5, "push-cube": 10}   # eai-vc: 500 and 1000 sim steps of 4 ms.
 HORIZON = max(EPISODE_STEPS.values())
 NUM_FINGERS = 3
@@ -220,7 +222,7 @@ class TriFingerSim:
   def __init__(self, task: str, render: RenderConfig | None = RenderConfig(camera="camera60")):
     _, self._pb, camera, platform_lib, limits, visual_objects = _modules()
     self.task, self.render_config = check_task(task), render
-    self.episode_steps = EPISODE_STEPS[task]
+    self.episode_steps, self.max_delta = EPISODE_STEPS[task], MAX_DELTA[task]
     if render is not None and render.camera not in CAMERAS:
       raise ValueError(f"unknown TriFinger camera {render.camera!r}; valid: {list(CAMERAS)}")
     with warnings.catch_warnings():
@@ -277,7 +279,8 @@ class TriFingerSim:
     return self._obs()
 
   def step(self, action):
-    delta = np.clip(np.asarray(action, np.float64).reshape(NUM_FINGERS, 3), -1, 1) * MAX_DELTA
+    delta = np.clip(np.asarray(action, np.float64).reshape(NUM_FINGERS, 3), -1, 1)
+    delta *= self.max_delta
     if self.task == "reach-cube":
       delta[1:] = 0.0   # Only finger 0 moves (module docstring).
     start = self.plan
@@ -341,7 +344,8 @@ class TriFingerSim:
   def expert_action(self) -> np.ndarray:
     """The task's scripted expert on the privileged state (`reach_expert`, `push_expert`)."""
     targets = (reach_expert if self.task == "reach-cube" else push_expert)(self)
-    return np.clip((targets - self.plan).reshape(-1) / MAX_DELTA, -1, 1).astype(np.float32)
+    return np.clip((targets - self.plan).reshape(-1) / self.max_delta, -1,
+                   1).astype(np.float32)
 
   def close(self):
     self.finger._disconnect_from_pybullet()  # noqa: SLF001 - the platform has no close().
@@ -369,9 +373,9 @@ GRIP_SQUEEZE = 0.006
 PRESS = 0.004
 
 
-def _step_towards(plan: np.ndarray, target: np.ndarray) -> np.ndarray:
-  """The point one policy step (at most MAX_DELTA per axis) from `plan` towards `target`."""
-  return plan + np.clip(target - plan, -MAX_DELTA, MAX_DELTA)
+def _step_towards(sim: TriFingerSim, plan: np.ndarray, target: np.ndarray) -> np.ndarray:
+  """The point one policy step (at most `sim.max_delta` per axis) from `plan` to `target`."""
+  return plan + np.clip(target - plan, -sim.max_delta, sim.max_delta)
 
 
 def reach_expert(sim: TriFingerSim) -> np.ndarray:
@@ -380,8 +384,8 @@ def reach_expert(sim: TriFingerSim) -> np.ndarray:
   plan = sim.plan.copy()
   cube = sim.cube_pose()[0]
   press = np.array([cube[0], cube[1], cube[2] + CUBE_HALF + TIP_RADIUS - PRESS])
-  if np.abs(cube[:2] - plan[0, :2]).max() > MAX_DELTA:
-    plan[0] = _step_towards(plan[0], np.array([cube[0], cube[1], SAFE_HEIGHT]))
+  if np.abs(cube[:2] - plan[0, :2]).max() > sim.max_delta:
+    plan[0] = _step_towards(sim, plan[0], np.array([cube[0], cube[1], SAFE_HEIGHT]))
   else:
     # Within one step: straight to the press point. The straight line only comes below the
     # safe height within 2 cm (horizontally) of the centre, over the top face.
@@ -409,14 +413,14 @@ def push_expert(sim: TriFingerSim) -> np.ndarray:
     high = np.abs(targets[:, :2] - sim.plan[:, :2]).max() > 1e-3
     if high:   # Travel above the cube's top until over the pre-grasp points, then descend.
       targets[:, 2] = np.maximum(SAFE_HEIGHT, sim.plan[:, 2])
-      return np.stack([_step_towards(p, t) for p, t in zip(sim.plan, targets)])
+      return np.stack([_step_towards(sim, p, t) for p, t in zip(sim.plan, targets)])
     memory["phase"] = "close"
     return targets
   if memory["phase"] == "close":
     memory["phase"] = "carry"
     return centre + grip_radius * dirs
   # Carry: move the cage by the cube's remaining error to the goal.
-  return np.stack([_step_towards(p, p + (goal - centre) * np.array([1, 1, 0]))
+  return np.stack([_step_towards(sim, p, p + (goal - centre) * np.array([1, 1, 0]))
                    for p in sim.plan])
 
 
