@@ -11,10 +11,11 @@ Layers:
 - `SimBatch`: `num_envs` instances stepped together, in this process or split over worker
   processes (spawned, so they never inherit JAX or EGL state); owns the episode bookkeeping
   (success latch, horizon, done envs not stepped, the latest continuous score).
+- `HostEnv`: the jittable face: `reset(seeds)` / `step(state, action)` on `EnvState`s.
+
 A simulator may report a continuous task score in `info['score']` (TriFinger's scaled
 distances): the bookkeeping keeps each env's latest, NaN for simulators that report none, and
 `HostEnv` carries it in `EnvState.metrics['score']`.
-- `HostEnv`: the jittable face: `reset(seeds)` / `step(state, action)` on `EnvState`s.
 """
 from __future__ import annotations
 
@@ -126,9 +127,10 @@ class SimBatch:
   Episode rules: an env is done when its simulator reports a terminal state, after `horizon`
   steps, or (with `stop_on_success`) once it has succeeded; done envs are not stepped until
   the next `reset`. `score` holds each env's latest `info['score']` after a call (NaN: none
-  reported since the reset). `make_sim` must be picklable when workers are used (a module-level class
-  or a `functools.partial` of one), and, as with any spawn-based multiprocessing, a script
-  that starts workers must guard its entry point with `if __name__ == "__main__":`.
+  reported since the reset). `make_sim` must be picklable when workers are used (a
+  module-level class or a `functools.partial` of one), and, as with any spawn-based
+  multiprocessing, a script that starts workers must guard its entry point with
+  `if __name__ == "__main__":`.
   """
 
   def __init__(self, make_sim: Callable[[], HostSim], num_envs: int, *, horizon: int,
