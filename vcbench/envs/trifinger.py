@@ -102,9 +102,15 @@ def _modules():
   return pinocchio, pybullet, camera, trifinger_platform, trifingerpro_limits, visual_objects
 
 
+# Bumped when this adapter changes what an episode is (control, sampling, observations), so
+# demo caches made by an older one are not reused.
+ADAPTER_REVISION = 1
+
+
 def version() -> str:
-  """The installed trifinger-simulation and pybullet versions (part of every demo cache key)."""
-  found = []
+  """The installed trifinger-simulation and pybullet versions and the adapter's revision (part
+  of every demo cache key)."""
+  found = [f"vcbench adapter r{ADAPTER_REVISION}"]
   for package in ("trifinger-simulation", "pybullet"):
     try:
       found.append(f"{package}=={importlib.metadata.version(package)}")
