@@ -11,7 +11,8 @@ In a success-scored suite (MetaWorld) success is the simulator's `success` flag 
 step within the horizon, and an episode stops there (MetaWorld's own evaluation convention;
 eai-vc reads the flag at the last of 500 steps, which also counts policies that succeed and
 then undo it as failures); validation selects by success rate. A return-scored suite (DMC's
-return/10) runs every episode to its horizon and selects by the same score.
+return/10) runs every episode to its horizon and selects by the same score, as does a suite
+scored by the simulator's own continuous score (TriFinger: its last step's `info['score']`).
 """
 from __future__ import annotations
 
@@ -120,26 +121,31 @@ class Evaluator:
     if embedder.fingerprint not in self._compiled:
       p = self.protocol
       step = bc.make_policy_step(embedder.fn, act, p.history, p.use_proprio)
-      fn = lambda carry, seeds: rollout.rollout(self.env, step, carry, seeds, p.horizon)[1]
+      def fn(carry, seeds):
+        state, traj = rollout.rollout(self.env, step, carry, seeds, p.horizon)
+        # Done envs are not stepped again: the final state holds each episode's last score.
+        return traj, state.metrics["score"]
       self._compiled[embedder.fingerprint] = jax.jit(fn)
     return self._compiled[embedder.fingerprint]
 
   def episodes(self, embedder: Embedder, act, policy, seeds: list[int]) -> dict:
-    """Per-episode `success` (bool), `length` and `return` over `seeds`, in order (the last
-    batch padded with idle slots)."""
+    """Per-episode `success` (bool), `length`, `return` and `score` (the simulator's last
+    `info['score']`, NaN if it reports none) over `seeds`, in order (the last batch padded
+    with idle slots)."""
     n = self.env.num_envs
     fn = self._rollout_fn(embedder, act)
-    out = {"success": [], "length": [], "return": []}
+    out = {"success": [], "length": [], "return": [], "score": []}
     for start in range(0, len(seeds), n):
       chunk = list(seeds[start:start + n])
       chunk += [-1] * (n - len(chunk))  # Idle slots: never stepped or rendered.
       carry = bc.initial_carry(embedder.params, policy, n, embedder.dim, self.protocol.history)
-      traj = fn(carry, jnp.asarray(chunk, jnp.int32))
+      traj, score = fn(carry, jnp.asarray(chunk, jnp.int32))
       keep = min(n, len(seeds) - start)
       out["success"].append(np.asarray(traj.success[-1])[:keep])
       out["length"].append(np.asarray(traj.active).sum(0)[:keep])
       # Idle and finished steps carry no reward: the sum is each episode's return.
       out["return"].append(np.asarray(traj.reward, np.float64).sum(0)[:keep])
+      out["score"].append(np.asarray(score, np.float64)[:keep])
     return {k: np.concatenate(v) for k, v in out.items()}
 
   def close(self):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from vcbench.data import demos as demos_lib
+from vcbench.envs import trifinger as tf
 from vcbench.envs.mujoco import dmc
 from vcbench.envs.mujoco import dmc_experts
 from vcbench.envs.mujoco import metaworld as mw
@@ -34,11 +35,22 @@ def _return_over_10(episodes: Mapping[str, np.ndarray]) -> float:
   return float(np.mean(episodes["return"])) / 10.0
 
 
-# How a suite scores its test episodes (per-episode `success`, `length` and `return` arrays) on
-# the 0-100 scale of every table. A suite with another score registers its own.
+def _mean_score(episodes: Mapping[str, np.ndarray]) -> float:
+  """100 x the mean of each episode's last `info['score']` (a score in [0, 1])."""
+  score = np.asarray(episodes.get("score", []), np.float64)
+  if score.size == 0 or np.isnan(score).any():
+    raise ValueError("the 'score' metric needs a simulator that reports info['score'] in every "
+                     f"episode; got per-episode scores {score.tolist()}. Use 'success' or "
+                     "'return/10' for simulators without one.")
+  return 100.0 * float(np.mean(score))
+
+
+# How a suite scores its test episodes (per-episode `success`, `length`, `return` and `score`
+# arrays) on the 0-100 scale of every table. A suite with another score registers its own.
 METRICS = Registry("CortexBench metric")
 METRICS.register("success")(_success)
 METRICS.register("return/10")(_return_over_10)
+METRICS.register("score")(_mean_score)   # TriFinger's scaled distances (eai-vc's).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +64,8 @@ class Suite:
     num_demos: expert demonstrations per task for imitation learning (0: trained with RL).
     eval_episodes: evaluation episodes per task and seed.
     horizon: episode length in environment steps (0: set by the environment, not fixed here).
-    metric: a `METRICS` name: what `score` measures ("success" %, "return/10").
+    metric: a `METRICS` name: what `score` measures ("success" %, "return/10", "score":
+      100 x the simulator's continuous score).
     available: whether vcbench can run this suite today.
     reason: why it is unavailable; "" when available.
     make_sim: (task, RenderConfig or None for no pixels, horizon) -> a picklable factory of
@@ -139,10 +152,13 @@ for _suite in (
           horizon=dmc.horizon(), metric="return/10", available=True, make_sim=dmc.make_sim,
           expert=dmc_experts.expert, task_names=dmc.task_names, state_dim=dmc.state_dim,
           proprio=False, version=dmc.version, expert_version=dmc_experts.version,
-          cameras=dmc.camera_names, camera=dmc.DEFAULT_CAMERA, quick_tasks=("reacher-easy", "walker-stand")),
-    Suite("trifinger", "TriFinger", ("reach-cube", "push-cube"), num_demos=100,
-          eval_episodes=25, horizon=0, metric="success", available=False,
-          reason="TriFinger adapter not built yet"),
+          cameras=dmc.camera_names, camera=dmc.DEFAULT_CAMERA,
+          quick_tasks=("reacher-easy", "walker-stand")),
+    Suite("trifinger", "TriFinger", tf.TASKS, num_demos=100, eval_episodes=25,
+          horizon=tf.HORIZON,  # push runs 10 steps; reach 5, ended by the simulator itself.
+          metric="score", available=True, make_sim=tf.make_sim, expert=tf.expert,
+          task_names=tf.task_names, state_dim=tf.STATE_DIM, version=tf.version,
+          cameras=tf.camera_names, camera=tf.CAMERAS[0], quick_tasks=("reach-cube",)),
     # Habitat suites: ObjectNav is IL on 77k human demonstrations, ImageNav and Mobile Pick are RL;
     # their evaluation episodes are the standard validation splits.
     Suite("objectnav", "ObjectNav", ("objectnav",), num_demos=77_000, eval_episodes=2000,

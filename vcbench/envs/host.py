@@ -10,8 +10,12 @@ Layers:
 - `HostSim`: one simulator instance (reset from an integer seed, step, close).
 - `SimBatch`: `num_envs` instances stepped together, in this process or split over worker
   processes (spawned, so they never inherit JAX or EGL state); owns the episode bookkeeping
-  (success latch, horizon, done envs not stepped).
+  (success latch, horizon, done envs not stepped, the latest continuous score).
 - `HostEnv`: the jittable face: `reset(seeds)` / `step(state, action)` on `EnvState`s.
+
+A simulator may report a continuous task score in `info['score']` (TriFinger's scaled
+distances): the bookkeeping keeps each env's latest, NaN for simulators that report none, and
+`HostEnv` carries it in `EnvState.metrics['score']`.
 """
 from __future__ import annotations
 
@@ -40,7 +44,8 @@ class HostSim(Protocol):
     """Starts an episode; the same seed gives the same episode."""
 
   def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, dict]:
-    """Returns (obs, reward, terminal, info); info['success'] is the task's success flag."""
+    """Returns (obs, reward, terminal, info); info['success'] is the task's success flag and
+    the optional info['score'] a continuous task score (the episode's is its last step's)."""
 
   def close(self) -> None: ...
 
@@ -57,6 +62,7 @@ class _Group:
     self._last_obs = [None] * n
     self.steps = np.zeros(n, np.int32)
     self.success = np.zeros(n, bool)
+    self.score = np.full(n, np.nan, np.float32)
     self.done = np.ones(n, bool)
 
   def reset(self, seeds: np.ndarray):
@@ -64,11 +70,12 @@ class _Group:
       self._last_obs[i] = self.sims[i].reset(max(int(seed), 0))
     self.steps[:] = 0
     self.success[:] = False
+    self.score[:] = np.nan
     # A negative seed leaves its slot idle (done from the start, never stepped or rendered
     # again): it pads a batch to its fixed size at the cost of one reset.
     self.done[:] = (self.horizon <= 0) | (np.asarray(seeds) < 0)
     return self._stack(), np.zeros(len(self.sims), np.float32), self.done.copy(), \
-        self.success.copy(), self.steps.copy()
+        self.success.copy(), self.steps.copy(), self.score.copy()
 
   def step(self, actions: np.ndarray):
     reward = np.zeros(len(self.sims), np.float32)
@@ -80,9 +87,11 @@ class _Group:
       reward[i] = r
       self.steps[i] += 1
       self.success[i] |= bool(info.get("success", False))
+      self.score[i] = info.get("score", np.nan)
       self.done[i] = (terminal or self.steps[i] >= self.horizon
                       or (self.stop_on_success and self.success[i]))
-    return self._stack(), reward, self.done.copy(), self.success.copy(), self.steps.copy()
+    return (self._stack(), reward, self.done.copy(), self.success.copy(), self.steps.copy(),
+            self.score.copy())
 
   def _stack(self) -> dict[str, np.ndarray]:
     return {k: np.stack([np.asarray(o[k], dt) for o in self._last_obs])
@@ -117,9 +126,11 @@ class SimBatch:
 
   Episode rules: an env is done when its simulator reports a terminal state, after `horizon`
   steps, or (with `stop_on_success`) once it has succeeded; done envs are not stepped until
-  the next `reset`. `make_sim` must be picklable when workers are used (a module-level class
-  or a `functools.partial` of one), and, as with any spawn-based multiprocessing, a script
-  that starts workers must guard its entry point with `if __name__ == "__main__":`.
+  the next `reset`. `score` holds each env's latest `info['score']` after a call (NaN: none
+  reported since the reset). `make_sim` must be picklable when workers are used (a
+  module-level class or a `functools.partial` of one), and, as with any spawn-based
+  multiprocessing, a script that starts workers must guard its entry point with
+  `if __name__ == "__main__":`.
   """
 
   def __init__(self, make_sim: Callable[[], HostSim], num_envs: int, *, horizon: int,
@@ -127,6 +138,7 @@ class SimBatch:
     if num_envs < 1:
       raise ValueError(f"SimBatch: num_envs must be >= 1, got {num_envs}.")
     self.num_envs = num_envs
+    self.score = np.full(num_envs, np.nan, np.float32)
     workers = min(num_workers, num_envs)
     self._local, self._conns, self._procs = None, [], []
     if workers <= 0:
@@ -153,14 +165,18 @@ class SimBatch:
     return payload
 
   def _call(self, cmd: str, arg: np.ndarray):
+    """Runs `cmd` on every env; keeps the score, returns the other five results."""
     if self._local is not None:
-      return getattr(self._local, cmd)(arg)
-    parts = np.split(arg, np.cumsum(self._chunks)[:-1])
-    for conn, part in zip(self._conns, parts):
-      conn.send((cmd, part))
-    outs = [self._receive(c) for c in self._conns]
-    obs = {k: np.concatenate([o[0][k] for o in outs]) for k in self.spec}
-    return (obs, *(np.concatenate([o[i] for o in outs]) for i in range(1, 5)))
+      out = getattr(self._local, cmd)(arg)
+    else:
+      parts = np.split(arg, np.cumsum(self._chunks)[:-1])
+      for conn, part in zip(self._conns, parts):
+        conn.send((cmd, part))
+      outs = [self._receive(c) for c in self._conns]
+      obs = {k: np.concatenate([o[0][k] for o in outs]) for k in self.spec}
+      out = (obs, *(np.concatenate([o[i] for o in outs]) for i in range(1, 6)))
+    self.score = out[5]
+    return out[:5]
 
   def reset(self, seeds: np.ndarray):
     """-> (obs, reward, done, success, steps), each batched over envs. A negative seed leaves
@@ -235,12 +251,14 @@ class HostEnv:
     obs = {k: jax.ShapeDtypeStruct((n, *s.shape), s.dtype)
            for k, s in self.observation_spec().items()}
     return (obs, jax.ShapeDtypeStruct((n,), np.float32), jax.ShapeDtypeStruct((n,), np.bool_),
-            jax.ShapeDtypeStruct((n,), np.bool_), jax.ShapeDtypeStruct((n,), np.int32))
+            jax.ShapeDtypeStruct((n,), np.bool_), jax.ShapeDtypeStruct((n,), np.int32),
+            jax.ShapeDtypeStruct((n,), np.float32))
 
   def _state(self, out, handle) -> EnvState:
-    obs, reward, done, success, steps = out
+    obs, reward, done, success, steps, score = out
     return EnvState(obs=obs, reward=reward, done=done,
-                    metrics={"success": success, "steps": steps}, handle=handle)
+                    metrics={"success": success, "steps": steps, "score": score},
+                    handle=handle)
 
   def _check_handles(self, handle: np.ndarray):
     if not np.array_equal(np.asarray(handle), self._handles):
@@ -258,7 +276,8 @@ class HostEnv:
     obs, reward, done, success, steps = out
     obs = {k: np.asarray(obs[k], dt) for k, (_, dt) in self.batch.spec.items()}
     return (obs, np.asarray(reward, np.float32), np.asarray(done, np.bool_),
-            np.asarray(success, np.bool_), np.asarray(steps, np.int32))
+            np.asarray(success, np.bool_), np.asarray(steps, np.int32),
+            np.asarray(self.batch.score, np.float32))
 
   def reset(self, seeds: jax.Array) -> EnvState:
     seeds = jnp.asarray(seeds, jnp.int32)
