@@ -31,6 +31,12 @@ EXTRAS = {
         "dm-control==1.0.28",
         "gymnasium>=1.1",
     ],
+    # CortexBench's Adroit suite (pen, relocate) on MuJoCo: gymnasium-robotics' Adroit hands.
+    "adroit": ["gymnasium-robotics==1.4.2"],
+    # CortexBench's TriFinger suite (reach-cube, push-cube) on pybullet. It brings gym 0.26 (warns
+    # on NumPy 2, harmless), pinocchio (`pin`) and opencv-python (the GUI build, alongside the
+    # headless one of "test": both provide the same cv2). About 1.1 GB.
+    "trifinger": ["trifinger-simulation==2.0.0"],
     # Results as DataFrames and parquet files (ResultStore.to_dataframe, notebooks/).
     "analysis": ["pandas>=2.2", "pyarrow>=15"],
     # Training curves as TensorBoard event files (metrics.TensorBoardWriter; off by default).

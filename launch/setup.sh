@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the project virtualenv with the extras of setup.py that a command needs:
 # $VCBENCH_EXTRAS, default "mujoco" (what the main job needs: no torch). launch/test.sh asks for
-# "mujoco,analysis,parity,tensorboard,test". Sourced by launch/quickstart.sh and launch/test.sh; safe to run
+# "mujoco,adroit,trifinger,analysis,parity,tensorboard,test". Sourced by launch/quickstart.sh and launch/test.sh; safe to run
 # repeatedly: a stamp keyed by setup.py's hash and the extras skips pip when nothing changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -9,9 +9,11 @@ pytest.importorskip("dm_control")
 from vcbench.envs.core import RenderConfig  # noqa: E402
 from vcbench.envs.mujoco import dmc, dmc_experts  # noqa: E402
 
-# The shipped SAC experts must keep at least these returns (their targets; the README lists the
-# measured means over 100 seeds).
+# A shipped SAC expert must reach its task's target return (DrQ/SAC-level; the README lists each
+# one's mean over 100 seeds). A task without a shipped expert is refused by the job, naming the
+# command that trains one.
 TARGETS = {"walker-stand": 900, "walker-walk": 800, "cheetah-run": 550, "finger-spin": 800}
+SHIPPED = sorted(p.stem for p in dmc_experts.EXPERTS_DIR.glob("*.npz"))
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +115,7 @@ def test_scripted_reacher_reaches_the_target(task):
   assert _returns(task, [200_000], expert=lambda sim, obs: np.zeros(2))[0] < 500
 
 
-@pytest.mark.parametrize("task", sorted(TARGETS))
+@pytest.mark.parametrize("task", SHIPPED)
 def test_shipped_sac_experts_reach_their_targets(task):
   returns = _returns(task, [200_000, 200_001])
   assert returns.mean() >= TARGETS[task], returns

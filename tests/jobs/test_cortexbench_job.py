@@ -142,6 +142,21 @@ def test_tiny_dmc_runs_the_suites_own_protocol_numbers(tmp_path):
   assert meta["lengths"] == [500] * 3 and min(meta["returns"]) > 900   # The scripted expert.
 
 
+def test_several_suites_run_into_one_store_and_one_report(tmp_path):
+  config = _config(suite="dmc,trifinger", workdir=str(tmp_path / "run"))
+  config.epochs, config.eval_every = 2, 2
+  text = jobs.resolve(config).run(config)
+  rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+  assert sorted(r["task"] for r in rows) == ["dmc/reacher-easy", "trifinger/reach-cube"]
+  assert len({r["config_hash"] for r in rows}) == 2     # Each suite's own protocol numbers.
+  assert "| DMControl |" in text.replace(" TriFinger |", "") and "TriFinger" in text
+  assert "Mean Rank" in text
+  with pytest.raises(config_lib.ConfigError, match="several suites"):
+    jobs.resolve(_config(suite="dmc,trifinger", tasks=("reacher-easy",)))
+  with pytest.raises(config_lib.ConfigError, match="more than once"):
+    jobs.resolve(_config(suite="dmc, dmc"))
+
+
 def test_suite_defaults_fill_only_the_keys_left_empty():
   c = _config(suite="dmc", tasks=(), num_demos=0, test_episodes=0, horizon=0, camera="")
   c.task_subset = "all"

