@@ -1,1 +1,2 @@
-"""MuJoCo-based simulators (MetaWorld; DMC, Adroit and TriFinger later)."""
+"""MuJoCo-based simulators: MetaWorld, the DeepMind Control Suite (and its experts), the
+Colosseum's scene; TriFinger (pybullet) lives in `vcbench/envs/trifinger.py`."""
