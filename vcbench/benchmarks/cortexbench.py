@@ -17,6 +17,7 @@ import numpy as np
 
 from vcbench.data import demos as demos_lib
 from vcbench.envs import trifinger as tf
+from vcbench.envs.mujoco import adroit
 from vcbench.envs.mujoco import dmc
 from vcbench.envs.mujoco import dmc_experts
 from vcbench.envs.mujoco import metaworld as mw
@@ -139,8 +140,10 @@ class Suite:
 SUITES = Registry("CortexBench suite")
 for _suite in (
     Suite("adroit", "Adroit", ("pen", "relocate"), num_demos=100, eval_episodes=25,
-          horizon=200,  # pen runs 100 steps, relocate 200; one horizon for the suite.
-          metric="success", available=False, reason="Adroit adapter not built yet"),
+          horizon=200,  # pen runs 100 steps (its simulator ends them), relocate 200.
+          metric="success", available=True, make_sim=adroit.make_sim, expert=adroit.expert,
+          task_names=adroit.task_names, state_dim=adroit.STATE_DIM, version=adroit.version,
+          cameras=adroit.camera_names),
     Suite("metaworld", "Meta-World",
           ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer"),
           num_demos=25, eval_episodes=25, horizon=500, metric="success", available=True,

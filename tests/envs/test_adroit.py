@@ -1,0 +1,213 @@
+"""The Adroit adapter: seeded episodes, one layout for both tasks, pixels, DAPG success counting,
+the experts, and the CortexBench job on the adroit suite."""
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium_robotics")
+
+from vcbench.envs import host  # noqa: E402
+from vcbench.envs.core import RenderConfig  # noqa: E402
+from vcbench.envs.mujoco import adroit  # noqa: E402
+
+RENDER = RenderConfig(size=48, camera="vil_camera")
+
+
+@pytest.fixture(autouse=True)
+def _egl(monkeypatch):
+  monkeypatch.setenv("MUJOCO_GL", "egl")
+
+
+@pytest.mark.parametrize("task", ["pen", "relocate"])
+def test_same_seed_same_episode_and_seeds_differ(task):
+  a, b = adroit.AdroitSim(task, RENDER), adroit.AdroitSim(task, RENDER)
+  try:
+    oa, ob = a.reset(7), b.reset(7)
+    for k in oa:
+      np.testing.assert_array_equal(oa[k], ob[k])
+    action = np.random.default_rng(0).uniform(-1, 1, adroit.ACTION_DIM)
+    for _ in range(3):   # Same actions from the same seed: the same trajectory.
+      sa, sb = a.step(action), b.step(action)
+    np.testing.assert_array_equal(sa[0]["state"], sb[0]["state"])
+    assert np.abs(a.reset(8)["state"] - ob["state"]).max() > 1e-3
+  finally:
+    a.close()
+    b.close()
+
+
+def test_both_tasks_share_shapes_and_dtypes():
+  specs = {}
+  for task in adroit.task_names():
+    sim = adroit.AdroitSim(task, RENDER)
+    try:
+      obs = sim.reset(0)
+      specs[task] = sim.observation_spec()
+      assert sim.action_dim == adroit.ACTION_DIM == 30
+      for k, (shape, dtype) in specs[task].items():
+        assert obs[k].shape == shape and obs[k].dtype == dtype, k
+      assert specs[task]["state"][0] == (adroit.STATE_DIM,) and specs[task]["rgb"][0] == (48, 48, 3)
+    finally:
+      sim.close()
+  assert specs["pen"] == specs["relocate"]
+
+
+def test_proprio_is_eai_vcs_joint_positions_and_state_the_full_observation():
+  for task, native_obs, arm in (("pen", 45, False), ("relocate", 39, True)):
+    sim = adroit.AdroitSim(task, None)
+    try:
+      obs = sim.reset(3)
+      raw = np.asarray(sim._raw_obs, np.float32)   # pylint: disable=protected-access
+      assert raw.shape == (native_obs,)
+      np.testing.assert_array_equal(obs["state"][:native_obs], raw)
+      assert not obs["state"][native_obs:].any()
+      qpos = sim.env.data.qpos.astype(np.float32)
+      if arm:
+        np.testing.assert_array_equal(obs["proprio"], qpos[:30])
+      else:   # The pen hand has no arm: its 24 joints sit in the hand's slots.
+        np.testing.assert_array_equal(obs["proprio"][6:], qpos[:24])
+        assert not obs["proprio"][:6].any()
+    finally:
+      sim.close()
+
+
+def test_pen_ignores_the_arm_entries_of_the_action():
+  a, b = adroit.AdroitSim("pen", None), adroit.AdroitSim("pen", None)
+  try:
+    a.reset(1), b.reset(1)
+    action = np.random.default_rng(1).uniform(-1, 1, adroit.ACTION_DIM)
+    other = action.copy()
+    other[:6] = -other[:6]
+    np.testing.assert_array_equal(a.step(action)[0]["state"], b.step(other)[0]["state"])
+  finally:
+    a.close()
+    b.close()
+
+
+def test_vil_camera_renders_a_real_image_and_bad_names_list_valid_ones():
+  sim = adroit.AdroitSim("relocate", RENDER)
+  try:
+    img = sim.reset(0)["rgb"]
+    assert img.dtype == np.uint8 and img.std() > 5   # Not blank.
+    # Upright: the table (bright) fills the lower rows, the dark background the top ones.
+    assert img[-8:].mean() > img[:8].mean() + 20
+  finally:
+    sim.close()
+  assert "vil_camera" in adroit.camera_names("pen")
+  with pytest.raises(ValueError, match="unknown Adroit camera 'top_cap2'.*vil_camera"):
+    adroit.AdroitSim("pen", RenderConfig(size=32, camera="top_cap2"))
+  with pytest.raises(ValueError, match=r"unknown Adroit task 'hammer'.*\['pen', 'relocate'\]"):
+    adroit.AdroitSim("hammer", None)
+  with pytest.raises(ValueError, match="30-d action"):
+    adroit.AdroitSim("pen", None).step(np.zeros(24))
+
+
+def _hold_relocate_ball_at_target(sim: adroit.AdroitSim):
+  """Puts the ball on the target (a privileged edit of the simulator's state) so every step
+  that follows achieves the goal."""
+  model, data = sim.env.model, sim.env.data
+  target = data.site_xpos[model.site("target").id].copy()
+  model.opt.gravity[:] = 0.0   # The ball floats where it is put.
+  sim.env.set_state(np.r_[data.qpos[:30], target - model.body("Object").pos, 0, 0, 0],
+                    np.zeros(model.nv))
+
+
+def test_success_counts_goal_steps_as_dapg_not_the_per_step_flag():
+  """DAPG: success once the goal was achieved on more than 25 steps. A per-step flag would
+  say success at the first goal step; the count says it at the 26th, and stays."""
+  sim = adroit.AdroitSim("relocate", None)
+  try:
+    sim.reset(0)
+    _hold_relocate_ball_at_target(sim)
+    flags = []
+    for _ in range(30):
+      _, _, terminal, info = sim.step(np.zeros(adroit.ACTION_DIM))
+      assert info["goal_achieved"] and not terminal
+      flags.append(info["success"])
+    assert flags == [False] * 25 + [True] * 5
+    assert sim.goal_steps == 30
+  finally:
+    sim.close()
+
+
+def test_episodes_end_at_dapgs_lengths_and_a_dropped_pen_ends_one():
+  for task, length in (("pen", 100), ("relocate", 200)):
+    sim = adroit.AdroitSim(task, None)
+    try:
+      sim.reset(0)
+      terminals = [sim.step(np.zeros(adroit.ACTION_DIM))[2] for _ in range(length)]
+      assert terminals == [False] * (length - 1) + [True], task
+    finally:
+      sim.close()
+  sim = adroit.AdroitSim("pen", None)
+  try:
+    sim.reset(0)
+    data = sim.env.data
+    qpos = data.qpos.copy()
+    qpos[24] += 0.2   # The pen's first slide, along -z in the world: below the drop height.
+    sim.env.set_state(qpos, data.qvel * 0)
+    assert data.xpos[sim.env.model.body("Object").id][2] < adroit.PEN_DROP_HEIGHT
+    assert sim.step(np.zeros(adroit.ACTION_DIM))[2]
+  finally:
+    sim.close()
+
+
+def _expert_successes(task: str, seeds) -> list[bool]:
+  sim, policy = adroit.AdroitSim(task, None), adroit.expert(task)
+  out = []
+  try:
+    for seed in seeds:
+      obs, done, info = sim.reset(seed), False, {}
+      while not done:
+        obs, _, done, info = sim.step(policy(sim, obs))
+      out.append(info["success"])
+  finally:
+    sim.close()
+  return out
+
+
+def test_relocate_expert_succeeds_and_replays_exactly():
+  assert _expert_successes("relocate", [0, 1, 2]) == [True, True, True]
+  runs = []
+  for _ in range(2):
+    sim, policy = adroit.AdroitSim("relocate", None), adroit.expert("relocate")
+    obs, actions = sim.reset(5), []
+    for _ in range(40):
+      actions.append(policy(sim, obs))
+      obs = sim.step(actions[-1])[0]
+    sim.close()
+    runs.append(np.stack(actions))
+  np.testing.assert_array_equal(*runs)
+  assert runs[0].shape == (40, 30) and np.abs(runs[0]).max() <= 1
+
+
+@pytest.mark.slow
+def test_pen_expert_succeeds():
+  """The MPC expert on 3 seeds (~30-60 s on 2 shared CPU cores)."""
+  assert sum(_expert_successes("pen", [1, 5, 7])) >= 2
+
+
+def test_the_two_tasks_share_one_evaluator_batch():
+  """The BC track moves one compiled rollout from task to task (`HostEnv.rebind`): it needs
+  the same shapes in both."""
+  pen = host.SimBatch(adroit.make_sim("pen", None, 200), 2, horizon=200)
+  env = host.HostEnv(pen)
+  env.rebind(host.SimBatch(adroit.make_sim("relocate", None, 200), 2, horizon=200)).close()
+  env.close()
+
+
+def test_adroit_suite_runs_through_the_cortexbench_job(tmp_path):
+  """demos (relocate's expert) -> state oracle BC -> rollouts -> store -> report."""
+  from configs import cortexbench as cortexbench_config  # noqa: PLC0415
+  from vcbench import jobs  # noqa: PLC0415
+  from vcbench import store as store_lib  # noqa: PLC0415
+  config = cortexbench_config.get_config("tiny")
+  config.suite, config.tasks, config.camera = "adroit", ("relocate",), "vil_camera"
+  config.num_demos = 2
+  config.workdir = str(tmp_path / "run")
+  text = jobs.resolve(config).run(config)
+  rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
+  assert "Adroit" in text and "| state_oracle |" in text
+  assert [r["task"] for r in rows] == ["adroit/relocate"]
+  assert rows[0]["episodes"] == config.test_episodes and 0 <= rows[0]["score"] <= 100
+  demos = list((tmp_path / "run" / "data" / "adroit" / "relocate").glob("demos-*.npz"))
+  arrays = np.load(demos[0])
+  assert arrays["actions"].shape[1] == 30 and arrays["state"].shape[1] == adroit.STATE_DIM
