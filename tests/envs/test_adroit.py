@@ -10,6 +10,7 @@ from vcbench.envs.core import RenderConfig  # noqa: E402
 from vcbench.envs.mujoco import adroit  # noqa: E402
 
 RENDER = RenderConfig(size=48, camera="vil_camera")
+PEN_SEEDS = [1, 5, 7]
 
 
 @pytest.fixture(autouse=True)
@@ -179,10 +180,33 @@ def test_relocate_expert_succeeds_and_replays_exactly():
   assert runs[0].shape == (40, 30) and np.abs(runs[0]).max() <= 1
 
 
+def test_pen_expert_plans_on_its_own_copy_and_replays_exactly():
+  """The MPC's rollouts leave the simulator's state as it was; its noise comes from the
+  episode's seed, so the same seed gives the same actions; the arm entries stay 0."""
+  runs = []
+  for _ in range(2):
+    sim, policy = adroit.AdroitSim("pen", None), adroit.expert("pen")
+    try:
+      obs, actions = sim.reset(4), []
+      for _ in range(3):
+        before = (sim.env.data.qpos.copy(), sim.env.data.qvel.copy(), sim.env.data.time)
+        actions.append(policy(sim, obs))
+        np.testing.assert_array_equal(sim.env.data.qpos, before[0])
+        np.testing.assert_array_equal(sim.env.data.qvel, before[1])
+        assert sim.env.data.time == before[2]
+        obs = sim.step(actions[-1])[0]
+    finally:
+      sim.close()
+    runs.append(np.stack(actions))
+  np.testing.assert_array_equal(*runs)
+  assert not runs[0][:, :6].any() and np.abs(runs[0]).max() <= 1 and runs[0].std() > 0
+
+
 @pytest.mark.slow
 def test_pen_expert_succeeds():
-  """The MPC expert on 3 seeds (~30-60 s on 2 shared CPU cores)."""
-  assert sum(_expert_successes("pen", [1, 5, 7])) >= 2
+  """The MPC expert on 3 seeds where the 100-seed measurement (launch/bench/adroit_experts.py)
+  saw it succeed: a regression check, not its success rate. ~30-60 s on 2 shared CPU cores."""
+  assert _expert_successes("pen", PEN_SEEDS) == [True] * len(PEN_SEEDS)
 
 
 def test_the_two_tasks_share_one_evaluator_batch():

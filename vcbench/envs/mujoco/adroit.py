@@ -53,6 +53,7 @@ ARM_DIM = 6
 PROPRIO_DIM = 30
 STATE_DIM = 45      # The widest task observation (pen's).
 DEFAULT_CAMERA = "vil_camera"
+DEFAULT_RENDER = RenderConfig(camera=DEFAULT_CAMERA)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +111,7 @@ class AdroitSim:
   """
   action_dim = ACTION_DIM
 
-  def __init__(self, task: str, render: RenderConfig | None = RenderConfig(camera=DEFAULT_CAMERA),
+  def __init__(self, task: str, render: RenderConfig | None = DEFAULT_RENDER,
                episode_length: int | None = None):
     gym = _module()
     self.spec = check_task(task)
