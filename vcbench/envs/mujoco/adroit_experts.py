@@ -59,6 +59,7 @@ class RelocateScript:
   THUMB = np.array([1.0, 1.3, 0.2, 0.5, -1.0])   # THJ4..THJ0 when closed: opposes the fingers.
   FINGER_FLEX = (3, 4, 5, 7, 8, 9, 11, 12, 13, 16, 17, 18)   # Hand-actuator indices.
   CLOSE_STEPS, GRASP_STEPS, DESCEND_STEPS = 6, 10, 30
+  LOST = 0.05   # The ball this far from where it was grasped (m) is not in the hand.
 
   def __init__(self):
     self._sim = None
@@ -85,6 +86,9 @@ class RelocateScript:
       goal, close = grasp, min(1.0, (t - self.t0) / self.CLOSE_STEPS)
       if t - self.t0 > self.GRASP_STEPS:
         self.phase, self.carry = "carry", palm - ball
+    if self.phase == "carry" and np.linalg.norm(palm - ball - self.carry) > self.LOST:
+      self.phase = "hover"   # The ball slipped out (or was never held): grasp it again.
+      goal, close = grasp + [0.0, 0.0, self.HOVER], 0.0
     if self.phase == "carry":
       goal, close = data.site_xpos[self._target] + self.carry, 1.0
     return self._action(env, goal, close)
