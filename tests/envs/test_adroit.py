@@ -235,3 +235,26 @@ def test_adroit_suite_runs_through_the_cortexbench_job(tmp_path):
   demos = list((tmp_path / "run" / "data" / "adroit" / "relocate").glob("demos-*.npz"))
   arrays = np.load(demos[0])
   assert arrays["actions"].shape[1] == 30 and arrays["state"].shape[1] == adroit.STATE_DIM
+
+
+def test_the_job_tries_twice_as_many_seeds_as_adroits_100_demos(monkeypatch):
+  """100 demos from the default 100 seeds would need an expert that never fails; MetaWorld's
+  25 keep the default (and their demo cache keys)."""
+  from configs import cortexbench as cortexbench_config  # noqa: PLC0415
+  from vcbench.benchmarks import cortexbench  # noqa: PLC0415
+  from vcbench.data import demos as demos_lib  # noqa: PLC0415
+  from vcbench.jobs import cortexbench as job  # noqa: PLC0415
+  asked = []
+  monkeypatch.setattr(demos_lib, "load_or_generate",
+                      lambda root, cfg, source: asked.append(cfg) or _NoDemos())
+  for suite, num_demos, attempts in (("adroit", 100, 200), ("metaworld", 25, 100)):
+    config = cortexbench_config.get_config()
+    config.suite, config.num_demos = suite, num_demos
+    job.Track(config, cortexbench.suite(suite)).demos(cortexbench.suite(suite).tasks[0])
+    assert asked[-1].max_attempts == attempts and asked[-1].num_demos == num_demos
+
+
+class _NoDemos:
+  num_episodes = 0
+  actions = ()
+  meta = {"expert_success_rate": 0.0, "attempts": 0}
