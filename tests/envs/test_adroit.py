@@ -1,5 +1,7 @@
 """The Adroit adapter: seeded episodes, one layout for both tasks, pixels, DAPG success counting,
 the experts, and the CortexBench job on the adroit suite."""
+import types
+
 import numpy as np
 import pytest
 
@@ -246,15 +248,12 @@ def test_the_job_tries_twice_as_many_seeds_as_adroits_100_demos(monkeypatch):
   from vcbench.jobs import cortexbench as job  # noqa: PLC0415
   asked = []
   monkeypatch.setattr(demos_lib, "load_or_generate",
-                      lambda root, cfg, source: asked.append(cfg) or _NoDemos())
+                      lambda root, cfg, source: asked.append(cfg) or types.SimpleNamespace(
+                          num_episodes=0, actions=(), meta={"expert_success_rate": 0.0,
+                                                            "attempts": 0}))
   for suite, num_demos, attempts in (("adroit", 100, 200), ("metaworld", 25, 100)):
     config = cortexbench_config.get_config()
     config.suite, config.num_demos = suite, num_demos
     job.Track(config, cortexbench.suite(suite)).demos(cortexbench.suite(suite).tasks[0])
     assert asked[-1].max_attempts == attempts and asked[-1].num_demos == num_demos
 
-
-class _NoDemos:
-  num_episodes = 0
-  actions = ()
-  meta = {"expert_success_rate": 0.0, "attempts": 0}
