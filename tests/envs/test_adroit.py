@@ -1,5 +1,6 @@
 """The Adroit adapter: seeded episodes, one layout for both tasks, pixels, DAPG success counting,
 the experts, and the CortexBench job on the adroit suite."""
+import sys
 import types
 
 import numpy as np
@@ -101,6 +102,12 @@ def test_vil_camera_renders_a_real_image_and_bad_names_list_valid_ones():
     adroit.AdroitSim("hammer", None)
   with pytest.raises(ValueError, match="30-d action"):
     adroit.AdroitSim("pen", None).step(np.zeros(24))
+
+
+def test_a_missing_gymnasium_robotics_names_the_install_command(monkeypatch):
+  monkeypatch.setitem(sys.modules, "gymnasium_robotics", None)   # `import` raises ImportError.
+  with pytest.raises(ImportError, match=r"gymnasium-robotics.*pip install -e \.\[adroit\]"):
+    adroit.AdroitSim("pen", None)
 
 
 def _hold_relocate_ball_at_target(sim: adroit.AdroitSim):
