@@ -35,6 +35,14 @@ Protocol choices:
   input, is the task's full observation (pen 45-d: hand joints, pen position, velocity,
   orientation, goal orientation and errors; relocate 39-d: arm + hand joints, palm-ball,
   palm-target and ball-target vectors), relocate's zero-padded to 45.
+
+The CortexBench job's defaults are MetaWorld's; the Adroit protocol (100 demos, 25 test
+episodes, horizon 200, `vil_camera`):
+  MUJOCO_GL=egl python -m launch.main --config configs/cortexbench.py --config.suite=adroit \
+      --config.tasks="('pen', 'relocate')" --config.camera=vil_camera \
+      --config.num_demos=100 --config.horizon=200
+Experts and their measured success: `vcbench.envs.mujoco.adroit_experts`,
+launch/bench/adroit_experts.py.
 """
 from __future__ import annotations
 
