@@ -233,9 +233,8 @@ def test_adroit_suite_runs_through_the_cortexbench_job(tmp_path):
   from vcbench import jobs  # noqa: PLC0415
   from vcbench import store as store_lib  # noqa: PLC0415
   config = cortexbench_config.get_config("tiny")
-  config.suite, config.tasks, config.camera = "adroit", ("relocate",), "vil_camera"
-  config.num_demos = 2
-  config.workdir = str(tmp_path / "run")
+  config.suite, config.num_demos = "adroit", 2   # Task (the first quick one) and camera: the
+  config.workdir = str(tmp_path / "run")          # suite's.
   text = jobs.resolve(config).run(config)
   rows = store_lib.ResultStore(tmp_path / "run" / "results.jsonl").to_rows()
   assert "Adroit" in text and "| state_oracle |" in text
@@ -248,7 +247,8 @@ def test_adroit_suite_runs_through_the_cortexbench_job(tmp_path):
 
 def test_the_job_tries_twice_as_many_seeds_as_adroits_100_demos(monkeypatch):
   """100 demos from the default 100 seeds would need an expert that never fails; MetaWorld's
-  25 keep the default (and their demo cache keys)."""
+  25 keep the default (and their demo cache keys). The suite's defaults and expert version
+  reach the demo config."""
   from configs import cortexbench as cortexbench_config  # noqa: PLC0415
   from vcbench.benchmarks import cortexbench  # noqa: PLC0415
   from vcbench.data import demos as demos_lib  # noqa: PLC0415
@@ -258,9 +258,25 @@ def test_the_job_tries_twice_as_many_seeds_as_adroits_100_demos(monkeypatch):
                       lambda root, cfg, source: asked.append(cfg) or types.SimpleNamespace(
                           num_episodes=0, actions=(), meta={"expert_success_rate": 0.0,
                                                             "attempts": 0}))
-  for suite, num_demos, attempts in (("adroit", 100, 200), ("metaworld", 25, 100)):
+  for suite, num_demos, attempts in (("adroit", 0, 200), ("metaworld", 0, 100),
+                                     ("adroit", 30, 100)):
     config = cortexbench_config.get_config()
-    config.suite, config.num_demos = suite, num_demos
-    job.Track(config, cortexbench.suite(suite)).demos(cortexbench.suite(suite).tasks[0])
-    assert asked[-1].max_attempts == attempts and asked[-1].num_demos == num_demos
+    config.suite, config.num_demos = suite, num_demos   # 0: the suite's (100, 25).
+    config = job.for_suite(config)
+    job.Track(config, cortexbench.suite(suite)).demos(config.tasks[0])
+    assert asked[-1].max_attempts == attempts and asked[-1].num_demos == config.num_demos
 
+
+
+def test_the_suite_entry_matches_the_adapter():
+  from vcbench.benchmarks import cortexbench  # noqa: PLC0415
+  suite = cortexbench.suite("adroit")
+  assert suite.available and suite.all_tasks() == ["pen", "relocate"]
+  assert (suite.num_demos, suite.eval_episodes, suite.horizon, suite.metric) == (100, 25, 200,
+                                                                                 "success")
+  assert suite.state_width("pen") == suite.state_width("relocate") == adroit.STATE_DIM
+  assert suite.camera == "vil_camera" and suite.camera in suite.cameras("relocate")
+  assert suite.version().startswith("gymnasium-robotics-")
+  assert adroit.expert_version("pen") != adroit.expert_version("relocate")
+  assert suite.demo_source("relocate", None, 200).version.endswith(
+      adroit.expert_version("relocate"))

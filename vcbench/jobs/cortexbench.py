@@ -184,11 +184,14 @@ class Track:
 
   def demos(self, task: str, **overrides) -> demos_lib.Demos:
     """The task's demos (generated on first use), with a line saying what they are."""
-    # The expert runs to the suite's own horizon whatever the evaluation horizon (MetaWorld: 500),
-    # on at least twice as many seeds as demos asked for (Adroit's 100 demos; MetaWorld's 25
-    # keep the default 100, and their cache keys).
-    attempts = max(demos_lib.DemoConfig.max_attempts, 2 * self.config.num_demos)
-    overrides = {"max_steps": self.suite.horizon, "max_attempts": attempts, **overrides}
+    # The expert runs to the suite's own horizon whatever the evaluation horizon (MetaWorld: 500).
+    overrides = {"max_steps": self.suite.horizon, **overrides}
+    if self.suite.success_ends_episode:
+      # Only successes are kept: try at least twice as many seeds as demos asked for (Adroit's
+      # 100 would need a flawless expert in the default 100; MetaWorld's 25 keep the default,
+      # and their cache keys; the other suites keep every episode).
+      overrides.setdefault("max_attempts", max(demos_lib.DemoConfig.max_attempts,
+                                               2 * self.config.num_demos))
     cfg = demos_lib.DemoConfig(suite=self.suite.name, task=task,
                                num_demos=self.config.num_demos, render=self.render, **overrides)
     demos = demos_lib.load_or_generate(

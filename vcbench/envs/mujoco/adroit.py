@@ -36,11 +36,9 @@ Protocol choices:
   orientation, goal orientation and errors; relocate 39-d: arm + hand joints, palm-ball,
   palm-target and ball-target vectors), relocate's zero-padded to 45.
 
-The CortexBench job's defaults are MetaWorld's; the Adroit protocol (100 demos, 25 test
-episodes, horizon 200, `vil_camera`):
-  MUJOCO_GL=egl python -m launch.main --config configs/cortexbench.py --config.suite=adroit \
-      --config.tasks="('pen', 'relocate')" --config.camera=vil_camera \
-      --config.num_demos=100 --config.horizon=200
+The CortexBench job on this suite, with its protocol numbers (100 demos, 25 test episodes,
+horizon 200, `vil_camera`) from the suite entry:
+  MUJOCO_GL=egl python -m launch.main --config configs/cortexbench.py --config.suite=adroit
 Experts and their measured success: `vcbench.envs.mujoco.adroit_experts`,
 launch/bench/adroit_experts.py.
 """
@@ -210,6 +208,13 @@ def make_sim(task: str, render: RenderConfig | None, horizon: int = 0):
   """A picklable factory for `host.SimBatch` workers; `horizon` (> 0) caps the episode."""
   check_task(task)
   return functools.partial(AdroitSim, task, render, horizon or None)
+
+
+def expert_version(task: str) -> str:
+  """What identifies the expert of `task` (part of the demo cache key)."""
+  check_task(task)
+  from vcbench.envs.mujoco import adroit_experts  # noqa: PLC0415 - experts only when asked.
+  return adroit_experts.version(task)
 
 
 def expert(task: str):

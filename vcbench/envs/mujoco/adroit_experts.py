@@ -25,6 +25,8 @@ is 0).
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from vcbench.envs.mujoco import adroit
@@ -37,9 +39,27 @@ PEN_COST = {"orientation": 1.0, "position": 20.0, "dropped": 100.0, "effort": 0.
             "speed": 2.0}
 
 
+REVISION = 1   # Bumped when an expert's logic changes (its parameters are hashed anyway).
+
+
 def make(task: str):
   adroit.check_task(task)
   return {"pen": PenMPC, "relocate": RelocateScript}[task]()
+
+
+def version(task: str) -> str:
+  """What identifies the expert of `task` (part of the demo cache key): its revision and a hash
+  of its parameters."""
+  adroit.check_task(task)
+  if task == "relocate":
+    c = RelocateScript
+    params = (c.GRASP_OFFSET.tolist(), c.HOVER, c.ARM, c.GAIN, c.DAMPING, c.MAX_STEP, c.FLEX,
+              c.THUMB.tolist(), c.CLOSE_STEPS, c.GRASP_STEPS, c.DESCEND_STEPS, c.LOST)
+  else:
+    p = PenMPC()
+    params = (p.samples, p.horizon, p.knots, p.noise, sorted(PEN_COST.items()))
+  digest = hashlib.sha256(repr(params).encode()).hexdigest()[:12]
+  return f"{task}-expert r{REVISION}:{digest}"
 
 
 def _normalized(env, ctrl: np.ndarray) -> np.ndarray:
