@@ -51,8 +51,8 @@ def _config(**kw):
 @pytest.mark.parametrize("key,value,match", [
     ("tasks", ("drawer-opn",), "drawer-opn.*drawer-open"),
     ("pvrs", ("vc2",), "vc2.*state_oracle"),
-    ("suite", "dmcc", "did you mean dmc.*choose from metaworld, dmc"),
-    ("suite", "objectnav", "objectnav.*choose from metaworld, dmc"),   # Not runnable here.
+    ("suite", "dmcc", "did you mean dmc.*choose from adroit, metaworld, dmc"),
+    ("suite", "objectnav", "objectnav.*choose from adroit, metaworld, dmc"),   # Not runnable here.
     ("task_subset", "some", "all, quick, tiny"),
     ("epochs", 0, "epochs"),
     ("checkpoints", "vc1_vitb", "expected 'name=value'"),
