@@ -214,7 +214,7 @@ def test_pen_expert_plans_on_its_own_copy_and_replays_exactly():
 @pytest.mark.slow
 def test_pen_expert_succeeds():
   """The MPC expert on 3 seeds where the 100-seed measurement (launch/bench/adroit_experts.py)
-  saw it succeed: a regression check, not its success rate. ~30-60 s on 2 shared CPU cores."""
+  saw it succeed: a regression check, not its success rate. 25-70 s on 2 shared CPU cores."""
   assert _expert_successes("pen", PEN_SEEDS) == [True] * len(PEN_SEEDS)
 
 
