@@ -26,11 +26,17 @@ def test_suites_hold_the_cortexbench_protocols():
   assert mw.tasks == ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")
   assert (mw.num_demos, mw.eval_episodes, mw.horizon, mw.metric) == (25, 25, 500, "success")
   dmc = cortexbench.suite("dmc")
-  assert (dmc.num_demos, dmc.eval_episodes, dmc.horizon, dmc.metric) == (100, 10, 1000,
+  # 500 decisions at action repeat 2: dm_control's 1000 control steps.
+  assert (dmc.num_demos, dmc.eval_episodes, dmc.horizon, dmc.metric) == (100, 10, 500,
                                                                          "return/10")
-  assert not dmc.available and dmc.reason == "DMC adapter not built yet"
-  assert cortexbench.suite("adroit").tasks == ("pen", "relocate")
-  assert cortexbench.suite("trifinger").tasks == ("reach-cube", "push-cube")
+  assert dmc.tasks == ("walker-stand", "walker-walk", "reacher-easy", "cheetah-run",
+                       "finger-spin")
+  adroit, trifinger = cortexbench.suite("adroit"), cortexbench.suite("trifinger")
+  assert adroit.tasks == ("pen", "relocate")
+  assert (adroit.num_demos, adroit.eval_episodes, adroit.metric) == (100, 25, "success")
+  assert trifinger.tasks == ("reach-cube", "push-cube")
+  assert (trifinger.num_demos, trifinger.metric) == (100, "score")
+  assert all(s.available for s in (dmc, adroit, trifinger))
   for name in ("imagenav", "objectnav"):
     assert "vcbench-nav" in cortexbench.suite(name).reason
   assert all(s.available or s.reason for s in cortexbench.SUITES.values())
@@ -199,7 +205,9 @@ def test_metaworld_suite_matches_the_adapter_and_the_config():
   pytest.importorskip("metaworld")
   from configs import cortexbench as config  # pylint: disable=import-outside-toplevel
   from vcbench.envs.mujoco import metaworld as mw  # pylint: disable=import-outside-toplevel
+  from vcbench.jobs import cortexbench as job  # pylint: disable=import-outside-toplevel
   suite = cortexbench.suite("metaworld")
-  assert suite.tasks == mw.CORTEXBENCH_TASKS == tuple(config.get_config().tasks)
-  full = config.get_config("full")
+  full = job.for_suite(config.get_config("full"))   # The suite fills what the config leaves.
+  assert suite.tasks == mw.CORTEXBENCH_TASKS == tuple(full.tasks)
   assert (full.num_demos, full.test_episodes, full.horizon) == (25, 25, 500)
+  assert full.camera == "top_cap2"

@@ -81,7 +81,8 @@ class Suite:
       part of the demo cache key (None: the simulator's version says it, as MetaWorld's
       scripted policies ship with it).
     cameras: task -> the camera names its renderer accepts (None: not checked before a run).
-    camera: the camera its pixels come from by default (eai-vc's for the suite).
+    camera: the camera its pixels come from by default (eai-vc's for the suite; "default" for
+      a simulator with one view).
     quick_tasks: the tasks of reduced runs (`quick`: all of them, `tiny`: the first), chosen
       for cheap demos; default: the first two tasks.
   """
@@ -103,7 +104,7 @@ class Suite:
   version: Callable[[], str] = lambda: "unknown"
   expert_version: Optional[Callable[[str], str]] = None
   cameras: Optional[Callable[[str], Sequence[str]]] = None
-  camera: str = ""
+  camera: str = "default"
   quick_tasks: tuple[str, ...] = ()
 
   def __post_init__(self):
