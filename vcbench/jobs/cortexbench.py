@@ -15,6 +15,7 @@ import os
 import time
 
 import ml_collections
+import numpy as np
 
 from vcbench import config as config_lib
 from vcbench import metrics as metrics_lib
@@ -196,9 +197,11 @@ class Track:
                                num_demos=self.config.num_demos, render=self.render, **overrides)
     demos = demos_lib.load_or_generate(
         self.data_dir, cfg, self.suite.demo_source(task, self.render, cfg.max_steps))
-    print(f"{task}: {demos.num_episodes} demos ({len(demos.actions)} steps, expert success "
-          f"{100 * demos.meta['expert_success_rate']:.0f}% over {demos.meta['attempts']} "
-          "episodes)")
+    expert = (f"expert success {100 * demos.meta['expert_success_rate']:.0f}%"
+              if self.suite.success_ends_episode
+              else f"expert mean return {np.mean(demos.meta['returns']):.1f}")
+    print(f"{task}: {demos.num_episodes} demos ({len(demos.actions)} steps, {expert} over "
+          f"{demos.meta['attempts']} episodes)")
     return demos
 
   def embedder(self, pvr: str, task: str) -> embedder_lib.Embedder:
