@@ -10,23 +10,23 @@ Columns:
 - C + render: the same with `RenderConfig(size, "camera0")` (EGL, the CPU render profile), a
   frame per env step as the BC demos and evaluations take them.
 - MJX at each batch size: a jitted `lax.scan` of --steps `dmc_mjx.MJXEnv.step` calls;
-  steps/s = num_envs * steps / the median of --repeats timed calls; the compile time of that
-  scan (XLA, once per task and batch size) is reported in its own column.
-MJX is for accelerators: on a CPU it is slower than C MuJoCo (its contact and constraint code
-is written for wide SIMD); this table is the CPU baseline a GPU run is compared with.
+  steps/s = num_envs * steps / the median of --repeats timed calls, from copies of one seeded
+  initial state; the compile time of that scan (XLA, once per task and batch size) is reported
+  in its own column.
+MJX is for accelerators: on a CPU it is slower than C MuJoCo (its dense constraint and
+collision code is written for wide parallel hardware); this table is the CPU baseline.
 """
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 import time
 
-import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
-
-from absl import flags
-from absl import logging
 import numpy as np
+from absl import flags, logging
 
+import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
 from launch import cli
 from launch.bench import timing
 
@@ -49,10 +49,23 @@ def c_rate(task: str, steps: int, repeats: int, size: int | None) -> float:
     sim.close()
 
 
+@functools.cache
+def _first_state(task: str):
+  """One env's initial state (seed 0), copied to every env of a batch: the reset, compiled once
+  per task, is not part of the timed loop."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
+  from vcbench.envs.mujoco import dmc_mjx  # pylint: disable=g-import-not-at-top
+  env = dmc_mjx.make_env(task, 1)
+  return jax.block_until_ready(jax.jit(env.reset)(jnp.zeros(1, jnp.int32)))
+
+
 def mjx_rate(task: str, num_envs: int, steps: int, repeats: int) -> tuple[float, float]:
   """(env steps/s, compile seconds) of a jitted scan of `steps` batched MJX steps."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   from vcbench.envs.mujoco import dmc_mjx  # pylint: disable=g-import-not-at-top
   env = dmc_mjx.make_env(task, num_envs)
   actions = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (steps, num_envs,
@@ -61,8 +74,7 @@ def mjx_rate(task: str, num_envs: int, steps: int, repeats: int) -> tuple[float,
   def rollout(state, actions):
     return jax.lax.scan(lambda s, a: (env.step(s, a), None), state, actions)[0]
 
-  # The reset's initial states (drawn once) are not part of the timed loop.
-  state = jax.block_until_ready(jax.jit(env.reset)(jnp.arange(num_envs)))
+  state = jax.tree.map(lambda x: jnp.repeat(x, num_envs, axis=0), _first_state(task))
   start = time.perf_counter()
   compiled = jax.jit(rollout).lower(state, actions).compile()
   compile_s = time.perf_counter() - start

@@ -12,18 +12,21 @@ import pytest
 pytest.importorskip("dm_control")
 pytest.importorskip("mujoco.mjx")
 
-import launching  # noqa: E402
-from vcbench.algos import sac  # noqa: E402
-from vcbench.envs.mujoco import dmc, dmc_mjx  # noqa: E402
+import launching
+
+from vcbench.algos import sac
+from vcbench.envs.mujoco import dmc, dmc_mjx
 
 # Parity settings per task: (decisions compared, observation atol, rtol). MJX is float32 and C
-# MuJoCo float64: the reacher (no contacts) and finger stay within ~1e-6 over 50 and 30
-# decisions; the running cheetah's velocities (~20) drift by ~4e-4 relative over 30 decisions;
-# walker's 20 substeps per decision and its foot contacts amplify the float32 rounding (errors
-# reach 5e-4 by decision 12 and 3e-3 by 25: chaotic, not a model difference), so it is compared
-# over the first 10 decisions.
+# MuJoCo float64, and MJX's constraint solver is not C MuJoCo's: the reacher (no contacts)
+# stays within ~1e-6 over 50 decisions; finger within ~1e-6 until the finger presses on the
+# spinner, then its velocities and touch readings differ by up to ~1.4e-3 (0.5% relative:
+# the contact solve); the running cheetah's velocities (~20) drift by ~4e-4 relative over 30
+# decisions; walker's 20 substeps per decision and its foot contacts amplify the differences
+# (5e-4 by decision 12, 3e-3 by 25: chaotic, not a model difference), so it is compared over
+# the first 10 decisions.
 PARITY = {"reacher-easy": (50, 1e-5, 1e-5), "cheetah-run": (30, 1e-4, 1e-3),
-          "finger-spin": (30, 1e-4, 1e-4), "walker-stand": (10, 1e-3, 1e-3),
+          "finger-spin": (30, 3e-3, 3e-3), "walker-stand": (10, 1e-3, 1e-3),
           "walker-walk": (10, 1e-3, 1e-3)}
 REWARD_ATOL = 1e-4
 SLOW_TASKS = ("walker-stand", "walker-walk", "finger-spin")
@@ -108,7 +111,7 @@ def test_mjx_matches_c_mujoco_from_the_same_state(task):
 
 
 def test_tolerance_matches_dm_control():
-  from dm_control.utils import rewards  # noqa: PLC0415
+  from dm_control.utils import rewards
   x = np.linspace(-3, 14, 101) + 1e-3   # Off the bounds: float32 vs float64 at the edge.
   for kw in ({"bounds": (1.2, float("inf")), "margin": 0.6},
              {"bounds": (1.0, float("inf")), "margin": 0.5, "value_at_margin": 0.5,
@@ -190,7 +193,7 @@ def test_bad_task_and_shapes_are_refused_naming_the_valid_values():
 @pytest.mark.parametrize("task", ["finger-spin", "cheetah-run", "walker-walk"])
 def test_initial_states_are_dm_controls_kind(task):
   """Finger starts contact-free, cheetah at rest after settling, walker's joints in range."""
-  import mujoco  # noqa: PLC0415
+  import mujoco
   env = dmc_mjx.make_env(task, 4)
   state = jax.jit(env.reset)(jnp.arange(4))
   qpos, qvel = np.asarray(state.sim.data.qpos), np.asarray(state.sim.data.qvel)
