@@ -2,7 +2,7 @@
 resets, jitted scan, done after the horizon), and SAC training through it.
 
 Compiling an MJX model on this CPU takes 30-130 s (finger's collision functions the longest), so
-the default run compiles one task (reacher, no contacts; ~3 min on 2 loaded cores); the
+the default run compiles one task (reacher, no contacts: 70 s here, ~3 min on loaded cores); the
 walker, cheetah and finger parity, their initial states and the expert job are `slow`
 (`-m slow`, ~8 min).
 """
