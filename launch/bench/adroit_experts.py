@@ -3,7 +3,7 @@
   MUJOCO_GL=egl python -m launch.bench.adroit_experts [--tasks=pen,relocate] [--seeds=100]
       [--first_seed=0] [--render=224] [--speed_steps=400]
 
-For each task: runs the expert (`adroit.expert`) on episodes --first_seed.. (+ --seeds), without
+For each task: runs the expert (`adroit_experts.expert`) on episodes --first_seed.. (+ --seeds), without
 pixels, and counts DAPG successes (goal achieved on more than 20 / 25 steps, `info['success']`
 at the episode's end); then times random-action steps of physics alone and of physics plus a
 --render px frame. Prints one table row per task and the failed seeds.
@@ -16,7 +16,7 @@ import numpy as np
 from absl import app, flags
 
 from vcbench.envs.core import RenderConfig
-from vcbench.envs.mujoco import adroit
+from vcbench.envs.mujoco import adroit, adroit_experts
 
 _TASKS = flags.DEFINE_list("tasks", ["pen", "relocate"], "Adroit tasks")
 _SEEDS = flags.DEFINE_integer("seeds", 100, "expert episodes per task")
@@ -27,7 +27,7 @@ _SPEED_STEPS = flags.DEFINE_integer("speed_steps", 400, "steps timed per speed t
 
 def expert_success(task: str, seeds: list[int]) -> tuple[list[int], list[int], float]:
   """(successful seeds, failed seeds, seconds): the expert run to each episode's end."""
-  sim, policy = adroit.AdroitSim(task, None), adroit.expert(task)
+  sim, policy = adroit.AdroitSim(task, None), adroit_experts.expert(task)
   ok, failed, t0 = [], [], time.perf_counter()
   try:
     for seed in seeds:

@@ -10,7 +10,7 @@ pytest.importorskip("gymnasium_robotics")
 
 from vcbench.envs import host  # noqa: E402
 from vcbench.envs.core import RenderConfig  # noqa: E402
-from vcbench.envs.mujoco import adroit  # noqa: E402
+from vcbench.envs.mujoco import adroit, adroit_experts  # noqa: E402
 
 RENDER = RenderConfig(size=48, camera="vil_camera")
 PEN_SEEDS = [1, 5, 7]
@@ -161,7 +161,7 @@ def test_episodes_end_at_dapgs_lengths_and_a_dropped_pen_ends_one():
 
 
 def _expert_successes(task: str, seeds) -> list[bool]:
-  sim, policy = adroit.AdroitSim(task, None), adroit.expert(task)
+  sim, policy = adroit.AdroitSim(task, None), adroit_experts.expert(task)
   out = []
   try:
     for seed in seeds:
@@ -178,7 +178,7 @@ def test_relocate_expert_succeeds_and_replays_exactly():
   assert _expert_successes("relocate", [0, 1, 2]) == [True, True, True]
   runs = []
   for _ in range(2):
-    sim, policy = adroit.AdroitSim("relocate", None), adroit.expert("relocate")
+    sim, policy = adroit.AdroitSim("relocate", None), adroit_experts.expert("relocate")
     obs, actions = sim.reset(5), []
     for _ in range(40):
       actions.append(policy(sim, obs))
@@ -194,7 +194,7 @@ def test_pen_expert_plans_on_its_own_copy_and_replays_exactly():
   episode's seed, so the same seed gives the same actions; the arm entries stay 0."""
   runs = []
   for _ in range(2):
-    sim, policy = adroit.AdroitSim("pen", None), adroit.expert("pen")
+    sim, policy = adroit.AdroitSim("pen", None), adroit_experts.expert("pen")
     try:
       obs, actions = sim.reset(4), []
       for _ in range(3):
@@ -277,6 +277,6 @@ def test_the_suite_entry_matches_the_adapter():
   assert suite.state_width("pen") == suite.state_width("relocate") == adroit.STATE_DIM
   assert suite.camera == "vil_camera" and suite.camera in suite.cameras("relocate")
   assert suite.version().startswith("gymnasium-robotics-")
-  assert adroit.expert_version("pen") != adroit.expert_version("relocate")
+  assert adroit_experts.version("pen") != adroit_experts.version("relocate")
   assert suite.demo_source("relocate", None, 200).version.endswith(
-      adroit.expert_version("relocate"))
+      adroit_experts.version("relocate"))

@@ -27,7 +27,8 @@ def _tiny(tmp_path, **overrides):
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("tasks", (), "config.tasks: expected a non-empty tuple"),
+    ("tasks", ("drawer-open", "drawer-open"), "'drawer-open' appear(s) more than once"),
+    ("suite", "dmc,dmc", "config.suite='dmc,dmc' names a suite more than once"),
     ("pvrs", (), "config.pvrs: expected a non-empty tuple"),
     ("seeds", (), "config.seeds: expected a non-empty tuple"),
     ("seeds", (0, 0), "config.seeds: 0 appear(s) more than once"),

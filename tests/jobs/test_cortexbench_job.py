@@ -142,6 +142,7 @@ def test_tiny_dmc_runs_the_suites_own_protocol_numbers(tmp_path):
   assert meta["lengths"] == [500] * 3 and min(meta["returns"]) > 900   # The scripted expert.
 
 
+@pytest.mark.slow   # Two suites' demos and cells; each suite alone runs in the default tests.
 def test_several_suites_run_into_one_store_and_one_report(tmp_path):
   config = _config(suite="dmc,trifinger", workdir=str(tmp_path / "run"))
   config.epochs, config.eval_every = 2, 2

@@ -80,7 +80,8 @@ def test_resolve_refuses_unknown_job_naming_the_known_ones():
   c = ml_collections.ConfigDict({"job": "zoo_dmo"})
   with pytest.raises(config_lib.ConfigError, match="zoo_demo"):
     jobs.resolve(c)
-  assert {"cortexbench", "colosseum", "nav", "robustnav", "mae", "zoo_demo"} == set(jobs.names())
+  assert {"cortexbench", "colosseum", "nav", "robustnav", "mae", "zoo_demo",
+          "dmc_expert"} == set(jobs.names())
 
 
 def test_jobs_resolve_by_module_name_without_importing_the_others():

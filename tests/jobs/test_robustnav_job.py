@@ -25,6 +25,7 @@ def _invert(key, image, severity, *, scale):
   return jnp.round(x + severity / 5 * (255.0 - 2 * x)).astype(jnp.uint8)
 
 
+@pytest.mark.slow   # ~7 min on 2 shared cores: the default suite's longest test.
 def test_tiny_protocol_writes_records_the_report_reads(tmp_path, capsys):
   """The tiny protocol in this process, with a visual corruption registered by the test (no
   change outside this file) as one more condition."""

@@ -18,6 +18,7 @@ import numpy as np
 from vcbench.data import demos as demos_lib
 from vcbench.envs import trifinger as tf
 from vcbench.envs.mujoco import adroit
+from vcbench.envs.mujoco import adroit_experts
 from vcbench.envs.mujoco import dmc
 from vcbench.envs.mujoco import dmc_experts
 from vcbench.envs.mujoco import metaworld as mw
@@ -142,9 +143,9 @@ SUITES = Registry("CortexBench suite")
 for _suite in (
     Suite("adroit", "Adroit", ("pen", "relocate"), num_demos=100, eval_episodes=25,
           horizon=200,  # pen runs 100 steps (its simulator ends them), relocate 200.
-          metric="success", available=True, make_sim=adroit.make_sim, expert=adroit.expert,
+          metric="success", available=True, make_sim=adroit.make_sim, expert=adroit_experts.expert,
           task_names=adroit.task_names, state_dim=adroit.STATE_DIM, version=adroit.version,
-          expert_version=adroit.expert_version, cameras=adroit.camera_names,
+          expert_version=adroit_experts.version, cameras=adroit.camera_names,
           camera=adroit.DEFAULT_CAMERA,
           # Pen's MPC expert takes ~10 s an episode and succeeds in ~1 of 5: not for quick runs.
           quick_tasks=("relocate",)),

@@ -208,18 +208,3 @@ def make_sim(task: str, render: RenderConfig | None, horizon: int = 0):
   """A picklable factory for `host.SimBatch` workers; `horizon` (> 0) caps the episode."""
   check_task(task)
   return functools.partial(AdroitSim, task, render, horizon or None)
-
-
-def expert_version(task: str) -> str:
-  """What identifies the expert of `task` (part of the demo cache key)."""
-  check_task(task)
-  from vcbench.envs.mujoco import adroit_experts  # noqa: PLC0415 - experts only when asked.
-  return adroit_experts.version(task)
-
-
-def expert(task: str):
-  """(sim, obs) -> action: the task's expert acting in an `AdroitSim` from its privileged
-  simulator state (`vcbench.envs.mujoco.adroit_experts`)."""
-  check_task(task)
-  from vcbench.envs.mujoco import adroit_experts  # noqa: PLC0415 - experts only when asked.
-  return adroit_experts.make(task)

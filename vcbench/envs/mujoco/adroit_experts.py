@@ -203,3 +203,10 @@ class PenMPC:
         + w["rise"] * max(0.0, goal[2] - axis[2])
         # The pen drifts before it falls: its slide joints' speed.
         + w["speed"] * np.linalg.norm(d.qvel[-6:-3]))
+
+
+def expert(task: str):
+  """(sim, obs) -> action: the task's expert acting in an `AdroitSim` from its privileged
+  simulator state (the suite entry's `expert`)."""
+  adroit.check_task(task)
+  return make(task)
