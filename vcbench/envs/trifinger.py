@@ -54,6 +54,7 @@ import warnings
 
 import numpy as np
 
+from vcbench.envs import sim_obs
 from vcbench.envs.core import RenderConfig  # noqa: F401 - the frames are configured by it.
 
 TASKS = ("reach-cube", "push-cube")
@@ -259,12 +260,7 @@ class TriFingerSim:
     self.expert_memory: dict = {}
 
   def observation_spec(self):
-    spec = {"proprio": ((PROPRIO_DIM,), np.dtype(np.float32)),
-            "state": ((STATE_DIM,), np.dtype(np.float32))}
-    if self.render_config is not None:
-      s = self.render_config.size
-      spec["rgb"] = ((s, s, 3), np.dtype(np.uint8))
-    return spec
+    return sim_obs.obs_spec(STATE_DIM, PROPRIO_DIM, sim_obs.render_size(self.render_config))
 
   # -- episode -------------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ import importlib.metadata
 
 import numpy as np
 
+from vcbench.envs import sim_obs
 from vcbench.envs.core import RenderConfig
 from vcbench.envs.mujoco.metaworld import _release_gl_context, make_renderer
 
@@ -133,12 +134,7 @@ class AdroitSim:
       self._renderer, self._camera = _renderer(model, render)
 
   def observation_spec(self):
-    spec = {"proprio": ((PROPRIO_DIM,), np.dtype(np.float32)),
-            "state": ((STATE_DIM,), np.dtype(np.float32))}
-    if self.render_config is not None:
-      s = self.render_config.size
-      spec["rgb"] = ((s, s, 3), np.dtype(np.uint8))
-    return spec
+    return sim_obs.obs_spec(STATE_DIM, PROPRIO_DIM, sim_obs.render_size(self.render_config))
 
   def reset(self, seed: int):
     self._raw_obs, _ = self.env.reset(seed=int(seed))

@@ -26,6 +26,7 @@ import importlib.metadata
 
 import numpy as np
 
+from vcbench.envs import sim_obs
 from vcbench.envs.core import RenderConfig
 from vcbench.envs.mujoco import metaworld as mw
 
@@ -104,11 +105,7 @@ class DMCSim:
     return self.env.physics
 
   def observation_spec(self):
-    spec = {"state": ((self._state_dim,), np.dtype(np.float32))}
-    if self.render_config is not None:
-      s = self.render_config.size
-      spec["rgb"] = ((s, s, 3), np.dtype(np.uint8))
-    return spec
+    return sim_obs.obs_spec(self._state_dim, 0, sim_obs.render_size(self.render_config))
 
   def reset(self, seed: int):
     # dm_control draws the initial state from the task's random state: reseeding it makes the

@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 
+from vcbench.envs import sim_obs
 from vcbench.envs.core import RenderConfig  # noqa: F401 - MetaWorld's frames are configured by it.
 
 CORTEXBENCH_TASKS = ("assembly", "bin-picking", "button-press-topdown", "drawer-open", "hammer")
@@ -118,12 +119,7 @@ class MetaWorldSim:
       self._renderer, self._camera, self._flip = make_renderer(self.env.model, render)
 
   def observation_spec(self):
-    spec = {"proprio": ((PROPRIO_DIM,), np.dtype(np.float32)),
-            "state": ((STATE_DIM,), np.dtype(np.float32))}
-    if self.render_config is not None:
-      s = self.render_config.size
-      spec["rgb"] = ((s, s, 3), np.dtype(np.uint8))
-    return spec
+    return sim_obs.obs_spec(STATE_DIM, PROPRIO_DIM, sim_obs.render_size(self.render_config))
 
   def reset(self, seed: int):
     self.env.seed(int(seed))
