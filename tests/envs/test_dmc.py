@@ -92,32 +92,16 @@ def test_bad_task_and_camera_names_list_the_valid_ones():
     dmc.DMCSim("walker-walk", action_repeat=3)
 
 
-def _returns(task, seeds, expert=None):
-  sim = dmc.DMCSim(task)
-  expert = expert or dmc_experts.expert(task)
-  out = []
-  try:
-    for seed in seeds:
-      obs, total, done = sim.reset(seed), 0.0, False
-      while not done:
-        obs, reward, done, _ = sim.step(expert(sim, obs))
-        total += reward
-      out.append(total)
-  finally:
-    sim.close()
-  return np.array(out)
-
-
 @pytest.mark.parametrize("task", ["reacher-easy", "reacher-hard"])
 def test_scripted_reacher_reaches_the_target(task):
-  returns = _returns(task, [200_000, 200_001, 200_002])
+  returns = dmc_experts.episode_returns(task, [200_000, 200_001, 200_002])
   assert returns.min() > 900, returns
-  assert _returns(task, [200_000], expert=lambda sim, obs: np.zeros(2))[0] < 500
+  assert dmc_experts.episode_returns(task, [200_000], lambda sim, obs: np.zeros(2))[0] < 500
 
 
 @pytest.mark.parametrize("task", SHIPPED)
 def test_shipped_sac_experts_reach_their_targets(task):
-  returns = _returns(task, [200_000, 200_001])
+  returns = dmc_experts.episode_returns(task, [200_000, 200_001])
   assert returns.mean() >= TARGETS[task], returns
   meta = dmc_experts.policy(task).meta
   assert meta["task"] == task and meta["mean_return"] >= TARGETS[task]

@@ -22,6 +22,8 @@ import pathlib
 
 import numpy as np
 
+from vcbench.envs.mujoco import dmc
+
 EXPERTS_DIR = pathlib.Path(__file__).parent / "experts"
 REACHER_GAINS = (8.0, 0.3, 0.01)   # Position gain, velocity damping, least-squares damping.
 
@@ -102,3 +104,20 @@ def version(task: str) -> str:
   if not expert_path(task).exists():
     raise _missing(task)
   return "sac:" + hashlib.sha256(expert_path(task).read_bytes()).hexdigest()[:16]
+
+
+def episode_returns(task: str, seeds, policy=None) -> np.ndarray:
+  """Returns of `policy` ((sim, obs) -> action; default: the task's expert) on one episode per
+  seed, without pixels."""
+  sim, policy = dmc.DMCSim(task), policy or expert(task)
+  out = []
+  try:
+    for seed in seeds:
+      obs, total, done = sim.reset(int(seed)), 0.0, False
+      while not done:
+        obs, reward, done, _ = sim.step(policy(sim, obs))
+        total += reward
+      out.append(total)
+  finally:
+    sim.close()
+  return np.array(out)
