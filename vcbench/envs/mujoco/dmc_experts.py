@@ -82,11 +82,16 @@ def _missing(task: str) -> FileNotFoundError:
       f"{sorted(p.stem for p in EXPERTS_DIR.glob('*.npz'))})")
 
 
-@functools.lru_cache(maxsize=None)
 def policy(task: str) -> MLPPolicy:
   if not expert_path(task).exists():
     raise _missing(task)
-  return MLPPolicy(expert_path(task))
+  return _load(expert_path(task))
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: pathlib.Path) -> MLPPolicy:
+  """One load per file (keyed by path, so another experts directory is another cache entry)."""
+  return MLPPolicy(path)
 
 
 def expert(task: str):
