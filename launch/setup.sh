@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the project virtualenv with the extras of setup.py that a command needs:
-# $VCBENCH_EXTRAS, default "mujoco" (what the main job needs: no torch). launch/test.sh asks for
+# $VCBENCH_EXTRAS, default "mujoco"; launch/quickstart.sh asks for "mujoco,adroit,trifinger" (what
+# the main job needs: no torch), launch/test.sh for
 # "mujoco,adroit,trifinger,analysis,parity,tensorboard,test". Sourced by launch/quickstart.sh and launch/test.sh; safe to run
 # repeatedly: a stamp keyed by setup.py's hash and the extras skips pip when nothing changed.
 set -euo pipefail

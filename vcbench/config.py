@@ -39,7 +39,8 @@ def _as_dict(config: Any) -> Mapping[str, Any]:
 
 
 def check_keys(config: Any, schema: Any, path: str = "config") -> None:
-  """Raises ConfigError for any key of `config` that `schema` does not have."""
+  """Raises ConfigError for any key of `config` that `schema` does not have. An empty mapping
+  in the schema holds keys the job checks itself (e.g. per-suite overrides)."""
   cfg, ref = _as_dict(config), _as_dict(schema)
   for key, value in cfg.items():
     where = f"{path}.{key}"
@@ -48,7 +49,7 @@ def check_keys(config: Any, schema: Any, path: str = "config") -> None:
       hint = f" (did you mean {', '.join(close)}?)" if close else ""
       raise ConfigError(f"unknown key {where}{hint}; known keys of {path}: "
                         f"{', '.join(sorted(ref))}")
-    if isinstance(ref[key], Mapping) and isinstance(value, Mapping):
+    if isinstance(ref[key], Mapping) and ref[key] and isinstance(value, Mapping):
       check_keys(value, ref[key], where)
 
 

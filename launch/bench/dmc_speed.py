@@ -28,6 +28,7 @@ from absl import flags, logging
 
 import vcbench  # noqa: F401  pylint: disable=unused-import - XLA flags before JAX starts.
 from launch import cli
+from launch.bench import suite_speed
 from launch.bench import timing
 
 
@@ -35,18 +36,8 @@ def c_rate(task: str, steps: int, repeats: int, size: int | None) -> float:
   """Env steps/s of one C MuJoCo env, with a `size`-pixel frame per step when `size`."""
   from vcbench.envs.core import RenderConfig  # pylint: disable=g-import-not-at-top
   from vcbench.envs.mujoco import dmc  # pylint: disable=g-import-not-at-top
-  sim = dmc.DMCSim(task, RenderConfig(size, "camera0") if size else None)
-  actions = np.random.default_rng(0).uniform(-1, 1, (steps, sim.action_dim))
-  sim.reset(0)
-
-  def run():
-    sim.reset(0)
-    for a in actions:
-      sim.step(a)
-  try:
-    return steps / timing.median(run, repeats)
-  finally:
-    sim.close()
+  render = RenderConfig(size, "camera0") if size else None
+  return suite_speed.env_rate(functools.partial(dmc.DMCSim, task, render), steps, repeats)
 
 
 @functools.cache

@@ -27,8 +27,7 @@ def test_suites_hold_the_cortexbench_protocols():
   assert (mw.num_demos, mw.eval_episodes, mw.horizon, mw.metric) == (25, 25, 500, "success")
   dmc = cortexbench.suite("dmc")
   # 500 decisions at action repeat 2: dm_control's 1000 control steps.
-  assert (dmc.num_demos, dmc.eval_episodes, dmc.horizon, dmc.metric) == (100, 10, 500,
-                                                                         "return/10")
+  assert (dmc.num_demos, dmc.eval_episodes, dmc.horizon, dmc.metric) == (100, 10, 500, "score")
   assert dmc.tasks == ("walker-stand", "walker-walk", "reacher-easy", "cheetah-run",
                        "finger-spin")
   adroit, trifinger = cortexbench.suite("adroit"), cortexbench.suite("trifinger")
@@ -46,7 +45,7 @@ def test_suite_scores_by_its_metric_and_refuses_unknown_metrics():
   episodes = {"success": np.array([True, False, True, True]), "length": np.ones(4),
               "return": np.array([10.0, 20.0, 30.0, 40.0])}
   assert cortexbench.suite("metaworld").score(episodes) == 75.0
-  assert cortexbench.suite("dmc").score(episodes) == 2.5
+  assert cortexbench.suite("dmc").score({**episodes, "score": np.array([.1, .2, .3, .4])}) == 25.0
   assert cortexbench.suite("metaworld").success_ends_episode
   assert not cortexbench.suite("dmc").success_ends_episode
   with pytest.raises(KeyError, match="return/10"):

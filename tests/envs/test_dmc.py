@@ -64,6 +64,27 @@ def test_episode_ends_after_1000_control_steps():
     sim.close()
 
 
+def test_the_episode_score_is_return_over_10_and_keeps_its_scale_when_cut():
+  from vcbench.benchmarks import cortexbench
+  sim = dmc.DMCSim("reacher-easy", action_repeat=4)
+  expert = dmc_experts.expert("reacher-easy")
+  try:
+    obs, rewards, scores = sim.reset(3), [], []
+    for _ in range(dmc.horizon(4)):
+      obs, reward, _, info = sim.step(expert(sim, obs))
+      rewards.append(reward)
+      scores.append(info["score"])
+    total = sum(rewards)
+    assert total > 900
+    suite = cortexbench.suite("dmc")
+    full = suite.score({"score": np.array([scores[-1]]), "return": np.array([total])})
+    assert full == pytest.approx(total / 10)
+    # Cut at 50 decisions (200 control steps): the mean reward per control step, not return/10.
+    assert scores[49] == pytest.approx(sum(rewards[:50]) / 200) and 0.5 < scores[49] <= 1
+  finally:
+    sim.close()
+
+
 @pytest.mark.parametrize("task", dmc.CORTEXBENCH_TASKS)
 def test_pixels_come_from_camera_0_and_state_has_the_task_width(task):
   sim = dmc.DMCSim(task, RenderConfig(size=40, camera=dmc.DEFAULT_CAMERA))

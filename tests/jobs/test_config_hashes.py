@@ -3,7 +3,11 @@ into vcbench/jobs (the values below were computed by the earlier code), so cells
 store are still found done; and the demo cache keys are unchanged, so cached demos are reused.
 
 A failing value here means stored results of that config will be recomputed: change it only
-with a change that is meant to invalidate them, and say so.
+with a change that is meant to invalidate them, and say so. Changed on purpose so far: `quick`
+became the four-suite main job (20 test episodes; its MetaWorld cells are new), and the
+former MetaWorld-only `quick` is `metaworld_quick` (the same numbers under another protocol
+name, so other hashes). A several-suite config has one hash per suite ("<variant>/<suite>";
+MetaWorld's name no suite).
 """
 import pytest
 
@@ -29,14 +33,46 @@ GOLDEN = {
         "f1bc191675b8b381d50446d135f7995db8b55a42d41bd76f19a4c2318768ab03",
     "cortexbench:full:mae_scratch":
         "33b7c5a5298882535e1b2c0145f412146dfc76fa28d5cb9e6ea7ff28a692d769",
+    "cortexbench:metaworld_quick":
+        "602b102d704a4445f71cae1b414319c668d0390b6bd8cab8f100332e91569160",
+    "cortexbench:metaworld_quick:finetune":
+        "3bf443fc995c7c28a12a5f0c60797dc56e0cbd9b9fbc88fd19f28f5cff23ed07",
+    "cortexbench:metaworld_quick:mae":
+        "d652cbd87e279815b8cf97d82230da6aad2709ca814dbf0c29fb475bc4e246f7",
+    "cortexbench:metaworld_quick:mae_scratch":
+        "a08b6adef4181f5a9916e3b1f4f64a7564f459e54f789b73b22bdaf46ab63a6c",
     "cortexbench:quick":
-        "6c2e8912f78c578d9ad69443d5ebc78c0d29fec084eed513283cc3443c0bcc3f",
+        "0b1ea359cea603d2b477559327439ed862ba74f14d686d65225efabddfba2eb6",
+    "cortexbench:quick/adroit":
+        "8bcbd9079acd207c732724776ec6f30c70c38d89a3f5377bceb8b5fae8fde734",
+    "cortexbench:quick/dmc":
+        "0300cbdf6dfa4196a9e10888e75e4ad99663debe629d627ebf40b5f000678a55",
+    "cortexbench:quick/trifinger":
+        "7fb0f66d40eaf58b542e9e1977ab2cda3aa33cc08c7fe005ca06a1f20819f2b4",
     "cortexbench:quick:finetune":
-        "84ba535ea9a9724ab868cf54415306ad55abb0366a1ef072b98b89d078d31d18",
+        "51de45701c790f1f80406dbecaeaf302be64c48a6f2b3065bdf34b602a46d966",
+    "cortexbench:quick:finetune/adroit":
+        "0bc11d522a63f64c171ece12f609abb9dc1feb387f882bf0e6dd44291ba882ec",
+    "cortexbench:quick:finetune/dmc":
+        "eff34e618a42f123133c636d9f016b8800a8fd0f7313a2bdbc641f11c15a98ff",
+    "cortexbench:quick:finetune/trifinger":
+        "42e783c2cc5d5c30321783c470500d41c8519d5a775d89bc7db05b1c66403ddb",
     "cortexbench:quick:mae":
-        "ce87f7250b053f329d553966bf88de09143cb06c2a2ea9b5e5fa0da9338c0088",
+        "a94458dd120cf2071cebfc54728d1939053df83cdc2d7ff256264c75d0b08dd8",
+    "cortexbench:quick:mae/adroit":
+        "a876c256433552af03d6bd9786ffd44130d56187613ae2134a00325b44d3d7a6",
+    "cortexbench:quick:mae/dmc":
+        "3d3be0a1d15299d594e9af4e33aa5592d7840d3397821e078b2fb2f7144e24ca",
+    "cortexbench:quick:mae/trifinger":
+        "918473c730856a5726025fd756a8fbd424e329a37a02dca8a10c2209d45da905",
     "cortexbench:quick:mae_scratch":
-        "7ad6cbb4ff6e5ce66b86a4259f15d55d4fc97b8ff686880b69e33b26330f1a55",
+        "78127043b7e6508281c5a34be4d00dd1b8067c0ff07e3f2300dd6cfb0193adc3",
+    "cortexbench:quick:mae_scratch/adroit":
+        "47e0ab8610dcc097b070d3dd22c7b25cd31ab23a7479825cb6a79489201b8af0",
+    "cortexbench:quick:mae_scratch/dmc":
+        "cb621c7a274319c9059518410df40a7c1e034b8f432b6248cebe41438a5baf9a",
+    "cortexbench:quick:mae_scratch/trifinger":
+        "ef860f0b03583054a85e602cd8ad71b253517908168e61bae9d66a33eff260b2",
     "cortexbench:tiny":
         "92bce4c0829e2e2ef0d05e7b105588a68e83654bf2b9632c4fd7b26f917ef022",
     "cortexbench:tiny:finetune":
@@ -90,11 +126,13 @@ class _Agent:
 def _hashes():
   out = {}
   for v in cortexbench.VARIANTS:
-    out[f"cortexbench:{v}"] = cortexbench_job.config_hash(cortexbench.get_config(v))
-    for a in ("mae", "mae_scratch", "finetune"):
+    for a in ("frozen", "mae", "mae_scratch", "finetune"):
       c = cortexbench.get_config(v)
       c.adaptation = a
-      out[f"cortexbench:{v}:{a}"] = cortexbench_job.config_hash(c)
+      for suite in cortexbench_job.suite_names(c):   # MetaWorld's keys name no suite.
+        key = f"cortexbench:{v}" + ("" if a == "frozen" else f":{a}")
+        key += "" if suite == "metaworld" else f"/{suite}"
+        out[key] = cortexbench_job.config_hash(c, suite)
   for v in colosseum.VARIANTS:
     out[f"colosseum:{v}"] = colosseum_job.config_hash(colosseum.get_config(v))
   for v in nav.VARIANTS:

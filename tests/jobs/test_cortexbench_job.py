@@ -2,6 +2,8 @@
 result store -> report; resume; config refusals. And the learning sanity check (slow)."""
 import json
 
+import numpy as np
+
 import pytest
 
 pytest.importorskip("metaworld")
@@ -32,8 +34,11 @@ def test_tiny_end_to_end_writes_records_the_report_reads(tmp_path):
     assert r["task"] == "metaworld/button-press-topdown" and r["benchmark"] == "cortexbench"
     assert 0 <= r["score"] <= 100 and r["episodes"] == 2 and r["extra/protocol"] == "tiny"
     assert [e for e, _ in r["val_curve"]] == [2, 4]
+    assert len(r["episode_scores"]) == 2 and np.mean(r["episode_scores"]) == pytest.approx(
+        r["score"])
   paths = report_lib.write_report(rows, tmp_path / "report")
   assert "random_vit_ti" in paths["markdown"].read_text()
+  assert "95% intervals: paired bootstrap" in first.stdout
   assert (tmp_path / "run" / "report" / "rank_distribution.png").stat().st_size > 1000
   second = _launch(*args, tmp_path=tmp_path)
   assert second.returncode == 0, second.stderr[-3000:]
@@ -169,3 +174,34 @@ def test_suite_defaults_fill_only_the_keys_left_empty():
   c.num_demos, c.task_subset = 7, "quick"
   resolved = job.for_suite(c)
   assert resolved.num_demos == 7 and resolved.tasks == ("reacher-easy", "walker-stand")
+
+
+def test_per_suite_keys_change_only_their_suite_and_its_hash():
+  c = cortexbench_config.get_config("full")
+  c.suite, c.task_subset = "metaworld,dmc", "quick"
+  before = {n: job.config_hash(c, n) for n in ("metaworld", "dmc")}
+  c.per_suite.dmc.horizon = 100
+  c.per_suite.adroit.horizon = 50       # A suite not run: ignored.
+  job.validate(c)
+  assert job.for_suite(c, "dmc").horizon == 100 and job.for_suite(c, "metaworld").horizon == 500
+  assert "per_suite" not in job.for_suite(c, "dmc")
+  assert job.config_hash(c, "metaworld") == before["metaworld"]
+  assert job.config_hash(c, "dmc") != before["dmc"]
+  c.per_suite.dmc.horizon = 500         # The suite's own number, spelled out: the same cells.
+  assert job.config_hash(c, "dmc") == before["dmc"]
+  for key, match in (("horizn", "per_suite.dmc.horizn.*horizon"),
+                     ("seeds", "per_suite.dmc.seeds: not a per-suite key")):
+    bad = cortexbench_config.get_config("full")
+    bad.per_suite.dmc[key] = 1
+    with pytest.raises(config_lib.ConfigError, match=match):
+      job.validate(bad)
+
+
+def test_the_quick_variant_runs_four_suites_with_their_quick_tasks():
+  c = cortexbench_config.get_config("quick")
+  job.validate(c)
+  tasks = {n: job.for_suite(c, n).tasks for n in job.suite_names(c)}
+  assert tasks == {"metaworld": ("button-press-topdown", "drawer-open"),
+                   "dmc": ("reacher-easy", "walker-stand"), "adroit": ("relocate",),
+                   "trifinger": ("reach-cube",)}
+  assert [job.for_suite(c, n).horizon for n in tasks] == [150, 100, 200, 10]

@@ -24,7 +24,8 @@ def _cortexbench(store, h):
       for seed in (0, 1):
         score = 20.0 * i + 3 * j + seed
         store.append(Cell(benchmark="cortexbench", task=f"metaworld/{task}", pvr=pvr, seed=seed),
-                     h, {"score": score, "success_rate": score / 100, "episodes": 25},
+                     h, {"score": score, "success_rate": score / 100, "episodes": 2,
+                         "episode_scores": [score - 1.0, score + 1.0]},
                      extra={"protocol": "quick"})
 
 
@@ -81,6 +82,8 @@ def test_report_from_dataframe_equals_report_from_rows(store, tmp_path, benchmar
   assert len(from_rows) >= 4
   assert from_frame == from_rows
   assert from_parquet == from_rows
+  if benchmark == "cortexbench":   # Per-episode scores survive the frame: intervals are drawn.
+    assert b"Orderings of Mean Success that hold: clip > r3m" in from_rows["markdown"]
 
 
 def test_row_functions_accept_a_dataframe(store):

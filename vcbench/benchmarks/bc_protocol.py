@@ -114,8 +114,15 @@ class Evaluator:
                          stop_on_success=p.stop_on_success)
 
   def switch(self, make_sim: Callable[[], host.HostSim]) -> None:
-    """Moves to another task with the same observation shapes, keeping compiled rollouts."""
-    self.env.rebind(self._batch(make_sim)).close()
+    """Moves to another task. With the same observation and action shapes the compiled
+    rollouts are kept; otherwise (e.g. DMC's walker after its reacher) they are rebuilt."""
+    batch = self._batch(make_sim)
+    if (batch.num_envs, batch.action_dim, batch.spec) == (
+        self.env.num_envs, self.env.action_dim, self.env.batch.spec):
+      self.env.rebind(batch).close()
+    else:
+      self.env.close()
+      self.env, self._compiled = host.HostEnv(batch), {}
 
   def _rollout_fn(self, embedder: Embedder, act):
     if embedder.fingerprint not in self._compiled:
@@ -152,9 +159,19 @@ class Evaluator:
     self.env.close()
 
 
+def episode_scores(episodes: dict, score: Score = success_score) -> list[float]:
+  """Each episode's score on the suite's 0-100 scale: `score` of that episode alone (every
+  suite score is a mean over episodes, so these average to the cell's score). The store keeps
+  them so that reports can put confidence intervals on a table by resampling episodes."""
+  n = len(episodes["success"])
+  return [float(score({k: np.asarray(v)[i:i + 1] for k, v in episodes.items()}))
+          for i in range(n)]
+
+
 def summary(episodes: dict, score: Score = success_score) -> dict:
-  """A cell's score and the episode means the store keeps."""
-  return {"score": float(score(episodes)), "success_rate": float(np.mean(episodes["success"])),
+  """A cell's score, its episodes' scores and the episode means the store keeps."""
+  return {"score": float(score(episodes)), "episode_scores": episode_scores(episodes, score),
+          "success_rate": float(np.mean(episodes["success"])),
           "mean_length": float(np.mean(episodes["length"])),
           "mean_return": float(np.mean(episodes["return"]))}
 

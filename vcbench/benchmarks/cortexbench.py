@@ -157,7 +157,7 @@ for _suite in (
           camera="top_cap2", quick_tasks=("button-press-topdown", "drawer-open")),
     # DMC: 500 decisions = dm_control's 1000 control steps at action repeat 2 (envs/mujoco/dmc.py).
     Suite("dmc", "DMControl", dmc.CORTEXBENCH_TASKS, num_demos=100, eval_episodes=10,
-          horizon=dmc.horizon(), metric="return/10", available=True, make_sim=dmc.make_sim,
+          horizon=dmc.horizon(), metric="score", available=True, make_sim=dmc.make_sim,
           expert=dmc_experts.expert, task_names=dmc.task_names, state_dim=dmc.state_dim,
           proprio=False, version=dmc.version, expert_version=dmc_experts.version,
           cameras=dmc.camera_names, camera=dmc.DEFAULT_CAMERA,

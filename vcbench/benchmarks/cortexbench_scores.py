@@ -98,7 +98,7 @@ class Leaderboard:
 _Scores = dict[tuple[str, str, str], dict[int, float]]
 
 
-def _entry_name(row: Mapping[str, Any]) -> str:
+def entry_name(row: Mapping[str, Any]) -> str:
   """Frozen and adapted evaluations of one PVR are different leaderboard entries."""
   adaptation = row.get("adaptation", "frozen")
   return row["pvr"] if adaptation == "frozen" else f"{row['pvr']} ({adaptation})"
@@ -113,7 +113,7 @@ def _time_key(row: Mapping[str, Any]) -> datetime.datetime:
   return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
 
 
-def _latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
   """The clean CortexBench rows, one per (entry, task, seed): the latest by time.
 
   Two config hashes for one cell mean the cell was re-run with a different config; the table
@@ -124,7 +124,7 @@ def _latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
           if r.get("benchmark") == BENCHMARK and r.get("corruption", "none") == "none"]
   by_cell: dict[tuple[str, str, int], list[Mapping[str, Any]]] = collections.defaultdict(list)
   for r in mine:
-    by_cell[(_entry_name(r), r["task"], int(r["seed"]))].append(r)
+    by_cell[(entry_name(r), r["task"], int(r["seed"]))].append(r)
   out = []
   for (pvr, task, seed), group in by_cell.items():
     group = sorted(group, key=_time_key)  # Stable: among equal times the later row wins.
@@ -140,7 +140,7 @@ def _latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def _collect(rows: Iterable[Mapping[str, Any]]) -> _Scores:
   """Seed scores per (entry, suite, task), after validating suites and scores."""
   scores: _Scores = collections.defaultdict(dict)
-  for r in _latest_rows(rows):
+  for r in latest_rows(rows):
     suite_name, task = parse_task_key(r["task"])
     if suite_name not in SUITES:
       raise ValueError(f"cortexbench row with task {r['task']!r} names unknown suite "
@@ -153,7 +153,7 @@ def _collect(rows: Iterable[Mapping[str, Any]]) -> _Scores:
       warnings.warn(f"cortexbench row pvr={r['pvr']!r} task={r['task']!r} seed={r['seed']} has "
                     f"no finite {SCORE!r} ({value!r}); ignored", RuntimeWarning, stacklevel=3)
       continue
-    scores[(_entry_name(r), suite_name, task)][int(r["seed"])] = float(value)
+    scores[(entry_name(r), suite_name, task)][int(r["seed"])] = float(value)
   return dict(scores)
 
 

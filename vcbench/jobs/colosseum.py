@@ -41,6 +41,7 @@ def default_config() -> ml_collections.ConfigDict:
   """The Colosseum protocol on ten MetaWorld tasks, with CortexBench's BC recipe."""
   c = cortexbench_job.default_config()
   c.job = "colosseum"
+  del c.per_suite   # MetaWorld only.
   c.workdir = "runs/colosseum"
   c.tasks = col.TASKS
   c.camera = "top_cap2"

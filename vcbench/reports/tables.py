@@ -13,6 +13,7 @@ import math
 from typing import Any, Iterable, Mapping
 
 from vcbench.benchmarks import cortexbench
+from vcbench.benchmarks import cortexbench_ci
 from vcbench.benchmarks import cortexbench_scores
 from vcbench import store as store_lib
 
@@ -87,6 +88,24 @@ def cortexbench_markdown(board: cortexbench_scores.Leaderboard) -> str:
   if notes:
     text += "\n\n" + "\n".join(notes)
   return text + "\n"
+
+
+def cortexbench_intervals_markdown(board: cortexbench_scores.Leaderboard,
+                                   intervals: cortexbench_ci.Intervals) -> str:
+  """The ranked PVRs' 95% bootstrap intervals (suite scores, Mean Success) as a markdown table,
+  followed by the orderings of Mean Success that hold and those that do not."""
+  lines = cortexbench_ci.describe(intervals)
+  if intervals.missing or not intervals.mean_success:
+    return "\n".join(lines) + "\n"
+  header = (["Model"] + [cortexbench.SUITES[n].label for n in board.suites] + ["Mean Success"])
+  body = []
+  for st in board.standings:
+    if st.pvr not in intervals.mean_success:
+      continue
+    per = intervals.suites[st.pvr]
+    body.append([st.pvr] + [str(per[n]) if n in per else DASH for n in board.suites]
+                + [f"{st.mean_success:.1f} {intervals.mean_success[st.pvr]}"])
+  return _markdown_table(header, body) + "\n\n" + "\n".join(lines) + "\n"
 
 
 def cortexbench_html(board: cortexbench_scores.Leaderboard, title: str = "CortexBench") -> str:

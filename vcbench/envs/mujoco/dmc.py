@@ -16,8 +16,10 @@ CortexBench uses it.
   profile (`RenderConfig.fast`). No proprio (eai-vc's `add_proprio: False` for DMC); `state` is
   dm_control's observation dict flattened in its own key order (the SAC experts' input and the
   state oracle's embedding).
-- No terminal states: every episode runs its 500 steps; `success` is never set (the suite is
-  scored by return).
+- No terminal states: every episode runs its 500 steps; `success` is never set. The suite is
+  scored by return: `info['score']` is the mean reward per control step so far, so an
+  episode's score (100 x its last step's) is return/10 over the full episode, as the paper,
+  and stays on the same 0-100 scale when a reduced protocol stops episodes early.
 """
 from __future__ import annotations
 
@@ -112,6 +114,7 @@ class DMCSim:
     # episode a function of the seed alone.
     self.env.task._random = np.random.RandomState(int(seed))  # noqa: SLF001
     self._timestep = self.env.reset()
+    self._return, self._control_steps = 0.0, 0
     return self._obs()
 
   def step(self, action):
@@ -120,9 +123,15 @@ class DMCSim:
     for _ in range(self.action_repeat):
       self._timestep = self.env.step(action)
       reward += float(self._timestep.reward or 0.0)
+      self._control_steps += 1
       if self._timestep.last():
         break
-    return self._obs(), reward, bool(self._timestep.last()), {"success": False}
+    self._return += reward
+    # The mean reward per control step so far (dm_control rewards are in [0, 1]): over the
+    # full 1000 steps it is return/1000, so the suite's score (100 x this) is the paper's
+    # return/10; a run cut to fewer decisions keeps the same 0-100 scale.
+    score = self._return / self._control_steps
+    return self._obs(), reward, bool(self._timestep.last()), {"success": False, "score": score}
 
   def state(self) -> np.ndarray:
     return flat_observation(self._timestep.observation)
