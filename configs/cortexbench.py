@@ -4,7 +4,7 @@ store -> Table-2-style report with bootstrap confidence intervals.
 
   python -m launch.main --config configs/cortexbench.py:quick   # the README's main job:
         # 4 suites (6 tasks), in1k_mobilenetv2 / vcbench_vit_ti / random_vit_ti / state_oracle;
-        # ~QUICK_TIME on 2 CPU cores
+        # 12 min 46 s alone on 2 CPU cores (README)
   python -m launch.main --config configs/cortexbench.py --config.suite=dmc   # the protocol;
         # hours per cell on a CPU (launch/bench/suite_speed.py), minutes on an accelerator
   python -m launch.main --config configs/cortexbench.py:tiny --config.suite=adroit  # smoke

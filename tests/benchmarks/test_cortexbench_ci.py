@@ -101,3 +101,7 @@ def test_the_intervals_table_lists_ranked_pvrs_and_the_orderings():
                                                cortexbench_ci.bootstrap(rows, draws=500))
   assert "| A | [90.0, 90.0] | 90.0 [90.0, 90.0] |" in text
   assert "Orderings of Mean Success that hold: A > B (+40.0" in text
+  board = cortexbench_scores.leaderboard(rows)
+  doc = tables.cortexbench_html(board, intervals=cortexbench_ci.bootstrap(rows, draws=500))
+  assert "<h2>95% intervals</h2>" in doc and "<td>90.0 [90.0, 90.0]</td>" in doc
+  assert "A &gt; B (+40.0" in doc and "95% intervals" not in tables.cortexbench_html(board)

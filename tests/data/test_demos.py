@@ -100,3 +100,19 @@ def test_embedding_cache_is_keyed_by_pvr_version_and_checked(made):
 def test_unknown_pvr_lists_valid_names():
   with pytest.raises(ValueError, match="unknown PVR 'vc2'.*state_oracle.*in1k_mobilenetv2"):
     embedder_lib.make("vc2", state_dim=21)
+
+
+def test_generation_stops_as_soon_as_the_demos_cannot_be_reached():
+  from vcbench.envs import pointmass
+  resets = []
+
+  class Counted(pointmass.PointMass):
+    def reset(self, seed):
+      resets.append(seed)
+      return super().reset(seed)
+
+  away = lambda sim, obs: -pointmass.greedy_action(obs)   # noqa: E731 - never a success.
+  cfg = demos.DemoConfig(task="reach", num_demos=5, max_attempts=10, max_steps=4, suite="pm")
+  with pytest.raises(RuntimeError, match="only 0 of 6 episodes.*4 seeds left"):
+    demos.generate(cfg, demos.Source(lambda: Counted(8), away, success_only=True, version="t"))
+  assert len(resets) == 6   # 4 seeds left < 5 demos: no seventh episode is run.

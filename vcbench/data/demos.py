@@ -115,6 +115,8 @@ def generate(cfg: DemoConfig, source: Source) -> tuple[dict[str, np.ndarray], di
       attempts += 1
       episode = _run_expert(sim, source, seed, cfg)
       if episode is None:
+        if len(kept_seeds) + cfg.max_attempts - attempts < cfg.num_demos:
+          break   # The seeds left cannot make up the demos: fail now, not after all of them.
         continue
       episode_return = episode.pop("return")
       for k, v in episode.items():
@@ -126,8 +128,10 @@ def generate(cfg: DemoConfig, source: Source) -> tuple[dict[str, np.ndarray], di
   finally:
     sim.close()
   if len(kept_seeds) < cfg.num_demos:
-    raise RuntimeError(f"{cfg.task}: the scripted expert succeeded in only {len(kept_seeds)} of "
-                       f"{attempts} episodes; {cfg.num_demos} demos were asked for.")
+    raise RuntimeError(f"{cfg.task}: the expert succeeded in only {len(kept_seeds)} of "
+                       f"{attempts} episodes; {cfg.num_demos} demos were asked for within "
+                       f"{cfg.max_attempts} seeds, and the {cfg.max_attempts - attempts} seeds "
+                       "left could not make them up.")
   arrays = {k: np.concatenate(v) for k, v in cols.items()}
   meta = {"config": dataclasses.asdict(cfg), "seeds": kept_seeds, "lengths": lengths,
           "returns": returns, "attempts": attempts,

@@ -37,10 +37,12 @@ def write_report(rows: Sequence[Mapping[str, Any]] | Any, out_dir: str | os.Path
   board = cortexbench_scores.leaderboard(rows)
   out = pathlib.Path(out_dir)
   paths = {k: out / name for k, name in FILES.items()}
-  intervals = (tables.cortexbench_intervals_markdown(board, cortexbench_ci.bootstrap(rows))
-               if board.standings else "")
-  plots.write_text(paths["markdown"], tables.cortexbench_markdown(board) + "\n" + intervals)
-  plots.write_text(paths["html"], tables.cortexbench_html(board, title=title))
+  intervals = cortexbench_ci.bootstrap(rows)
+  text = tables.cortexbench_markdown(board)
+  if board.standings:
+    text += "\n" + tables.cortexbench_intervals_markdown(board, intervals)
+  plots.write_text(paths["markdown"], text)
+  plots.write_text(paths["html"], tables.cortexbench_html(board, title, intervals))
   plots.write_text(paths["tasks"], tables.cortexbench_task_markdown(rows))
   ranks = board.suite_ranks() if by == "suite" else cortexbench_scores.task_ranks(rows)
   plots.rank_distribution(ranks, paths["plot"], title=f"{title}: rank distribution per {by}")

@@ -90,13 +90,11 @@ def cortexbench_markdown(board: cortexbench_scores.Leaderboard) -> str:
   return text + "\n"
 
 
-def cortexbench_intervals_markdown(board: cortexbench_scores.Leaderboard,
-                                   intervals: cortexbench_ci.Intervals) -> str:
-  """The ranked PVRs' 95% bootstrap intervals (suite scores, Mean Success) as a markdown table,
-  followed by the orderings of Mean Success that hold and those that do not."""
-  lines = cortexbench_ci.describe(intervals)
+def _interval_cells(board: cortexbench_scores.Leaderboard, intervals: cortexbench_ci.Intervals
+                    ) -> tuple[list[str], list[list[str]]]:
+  """Header and body rows of the intervals table (ranked PVRs only; empty without intervals)."""
   if intervals.missing or not intervals.mean_success:
-    return "\n".join(lines) + "\n"
+    return [], []
   header = (["Model"] + [cortexbench.SUITES[n].label for n in board.suites] + ["Mean Success"])
   body = []
   for st in board.standings:
@@ -105,19 +103,39 @@ def cortexbench_intervals_markdown(board: cortexbench_scores.Leaderboard,
     per = intervals.suites[st.pvr]
     body.append([st.pvr] + [str(per[n]) if n in per else DASH for n in board.suites]
                 + [f"{st.mean_success:.1f} {intervals.mean_success[st.pvr]}"])
-  return _markdown_table(header, body) + "\n\n" + "\n".join(lines) + "\n"
+  return header, body
 
 
-def cortexbench_html(board: cortexbench_scores.Leaderboard, title: str = "CortexBench") -> str:
-  """The leaderboard as a standalone HTML document; every string is HTML-escaped."""
-  header, body, incomplete, no_se = _board_cells(board)
+def cortexbench_intervals_markdown(board: cortexbench_scores.Leaderboard,
+                                   intervals: cortexbench_ci.Intervals) -> str:
+  """The ranked PVRs' 95% bootstrap intervals (suite scores, Mean Success) as a markdown table,
+  followed by the orderings of Mean Success that hold and those that do not."""
+  lines = cortexbench_ci.describe(intervals)
+  header, body = _interval_cells(board, intervals)
+  table = _markdown_table(header, body) + "\n\n" if body else ""
+  return table + "\n".join(lines) + "\n"
+
+
+def _html_table(header: list[str], body: Iterable[list[str]]) -> str:
   rows = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
   for cells in body:
     rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+  return "<table>\n" + "\n".join(rows) + "\n</table>"
+
+
+def cortexbench_html(board: cortexbench_scores.Leaderboard, title: str = "CortexBench",
+                     intervals: cortexbench_ci.Intervals | None = None) -> str:
+  """The leaderboard (and its `intervals`, if given) as a standalone HTML document; every
+  string is HTML-escaped."""
+  header, body, incomplete, no_se = _board_cells(board)
   notes = "".join(f"<p class=\"note\">{html.escape(n)}</p>"
                   for n in _notes(incomplete, no_se))
-  table = ("<table>\n" + "\n".join(rows) + "\n</table>" if board.standings
-           else "<p>No CortexBench results.</p>")
+  table = _html_table(header, body) if board.standings else "<p>No CortexBench results.</p>"
+  if intervals is not None and board.standings:
+    header, body = _interval_cells(board, intervals)
+    notes += ("<h2>95% intervals</h2>\n" + (_html_table(header, body) if body else "")
+              + "".join(f"<p class=\"note\">{html.escape(n)}</p>"
+                        for n in cortexbench_ci.describe(intervals)))
   return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
