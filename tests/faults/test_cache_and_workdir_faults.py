@@ -103,8 +103,10 @@ def test_interrupt_exits_130_and_a_rerun_resumes(tmp_path, sig):
   args = ["--config", "configs/cortexbench.py:tiny", "--config.pvrs=('state_oracle',)",
           "--config.tasks=('button-press-topdown', 'drawer-open')",
           f"--config.workdir={tmp_path / 'run'}"]
+  # Unbuffered: through a pipe the child's prints would arrive in blocks, at worst only when it
+  # exits, and the signal would come too late to interrupt anything.
   env = {**os.environ, "VCBENCH_NO_PROGRESS": "1", "MUJOCO_GL": "egl",
-         "VCBENCH_CACHE": str(tmp_path / "cache")}
+         "VCBENCH_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
   proc = subprocess.Popen([sys.executable, "-m", "launch.main", *args], cwd=launching.ROOT,
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   lines = []
