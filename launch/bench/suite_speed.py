@@ -48,7 +48,8 @@ def env_rate(make_sim, steps: int, repeats: int) -> float:
     sim.close()
 
 
-def suite_rates(name: str, size: int, steps: int, repeats: int) -> dict[str, float]:
+def suite_rates(name: str, size: int, steps: int,
+                repeats: int) -> dict[str, tuple[float, float]]:
   """{task: (physics steps/s, physics + render steps/s)} for every task of the suite."""
   from vcbench.benchmarks import cortexbench  # pylint: disable=g-import-not-at-top
   from vcbench.envs.core import RenderConfig  # pylint: disable=g-import-not-at-top

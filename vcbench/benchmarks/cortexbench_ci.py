@@ -84,14 +84,19 @@ def _percentile(draws: np.ndarray) -> Interval:
   return Interval(float(low), float(high))
 
 
-def _task_draws(per_pvr: Mapping[str, Mapping[int, np.ndarray]], rng, draws: int):
-  """Bootstrap draws of one task's score (mean over seeds of episode means) per PVR, with the
-  seed and episode indices shared by all PVRs (a seed's episode count may differ between PVRs
-  only if their test_episodes differed; then that seed's indices are drawn per count)."""
+def _shared_seeds(per_pvr: Mapping[str, Mapping[int, np.ndarray]]) -> list[int]:
   seeds = sorted(set.intersection(*(set(s) for s in per_pvr.values())))
   if not seeds:
     raise ValueError(f"no seed is shared by the PVRs {sorted(per_pvr)} on one task: their "
                      "scores cannot be compared pairwise")
+  return seeds
+
+
+def _task_draws(per_pvr: Mapping[str, Mapping[int, np.ndarray]], seeds: list[int], rng,
+                draws: int):
+  """Bootstrap draws of one task's score (mean over `seeds` of episode means) per PVR, with the
+  seed and episode indices shared by all PVRs (a seed's episode count may differ between PVRs
+  only if their test_episodes differed; then that seed's indices are drawn per count)."""
   picked = rng.integers(0, len(seeds), size=(draws, len(seeds)))
   seed_means = {p: np.zeros((draws, len(seeds))) for p in per_pvr}
   for j, seed in enumerate(seeds):
@@ -103,14 +108,16 @@ def _task_draws(per_pvr: Mapping[str, Mapping[int, np.ndarray]], rng, draws: int
   return {p: np.take_along_axis(m, picked, axis=1).mean(axis=1) for p, m in seed_means.items()}
 
 
-def bootstrap(rows: Iterable[Mapping[str, Any]], draws: int = 2000, seed: int = 0) -> Intervals:
-  """The intervals of the leaderboard that `rows` make (see the module docstring)."""
+def bootstrap(rows: Iterable[Mapping[str, Any]], draws: int = 2000, seed: int = 0,
+              board: cortexbench_scores.Leaderboard | None = None) -> Intervals:
+  """The intervals of the leaderboard that `rows` make (`board`, if the caller has built it;
+  see the module docstring)."""
   rows = list(rows)
-  board = cortexbench_scores.leaderboard(rows)
+  board = cortexbench_scores.leaderboard(rows) if board is None else board
   episodes = _episode_scores(rows)
   suite_draws: dict[str, dict[str, np.ndarray]] = collections.defaultdict(dict)
   rng = np.random.default_rng(seed)
-  min_seeds = 0
+  seed_counts = []
   for name in board.suites:
     ranked = [s.pvr for s in board.standings if name in s.ranks]
     if not ranked:
@@ -122,9 +129,9 @@ def bootstrap(rows: Iterable[Mapping[str, Any]], draws: int = 2000, seed: int = 
         for s, scores in seeds.items():
           if scores is None:
             return Intervals({}, {}, (), draws, missing=f"{p} {name}/{task} seed {s}")
-      task_draws.append(_task_draws(per_pvr, rng, draws))
-      shared = len(set.intersection(*(set(s) for s in per_pvr.values())))
-      min_seeds = shared if not min_seeds else min(min_seeds, shared)
+      seeds = _shared_seeds(per_pvr)
+      task_draws.append(_task_draws(per_pvr, seeds, rng, draws))
+      seed_counts.append(len(seeds))
     for p in ranked:
       suite_draws[p][name] = np.mean([t[p] for t in task_draws], axis=0)
   success = {p: np.mean(list(d.values()), axis=0) for p, d in suite_draws.items()}
@@ -137,7 +144,7 @@ def bootstrap(rows: Iterable[Mapping[str, Any]], draws: int = 2000, seed: int = 
   return Intervals(
       suites={p: {n: _percentile(d) for n, d in per.items()} for p, per in suite_draws.items()},
       mean_success={p: _percentile(d) for p, d in success.items()},
-      orderings=tuple(orderings), draws=draws, min_seeds=min_seeds)
+      orderings=tuple(orderings), draws=draws, min_seeds=min(seed_counts, default=0))
 
 
 def describe(intervals: Intervals) -> list[str]:

@@ -37,7 +37,7 @@ def write_report(rows: Sequence[Mapping[str, Any]] | Any, out_dir: str | os.Path
   board = cortexbench_scores.leaderboard(rows)
   out = pathlib.Path(out_dir)
   paths = {k: out / name for k, name in FILES.items()}
-  intervals = cortexbench_ci.bootstrap(rows)
+  intervals = cortexbench_ci.bootstrap(rows, board=board)
   text = tables.cortexbench_markdown(board)
   if board.standings:
     text += "\n" + tables.cortexbench_intervals_markdown(board, intervals)

@@ -133,7 +133,7 @@ def cortexbench_html(board: cortexbench_scores.Leaderboard, title: str = "Cortex
   table = _html_table(header, body) if board.standings else "<p>No CortexBench results.</p>"
   if intervals is not None and board.standings:
     header, body = _interval_cells(board, intervals)
-    notes += ("<h2>95% intervals</h2>\n" + (_html_table(header, body) if body else "")
+    notes += (f"<h2>{round(100 * cortexbench_ci.LEVEL)}% intervals</h2>\n" + (_html_table(header, body) if body else "")
               + "".join(f"<p class=\"note\">{html.escape(n)}</p>"
                         for n in cortexbench_ci.describe(intervals)))
   return f"""<!DOCTYPE html>
