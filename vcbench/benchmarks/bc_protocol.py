@@ -117,8 +117,7 @@ class Evaluator:
     """Moves to another task. With the same observation and action shapes the compiled
     rollouts are kept; otherwise (e.g. DMC's walker after its reacher) they are rebuilt."""
     batch = self._batch(make_sim)
-    if (batch.num_envs, batch.action_dim, batch.spec) == (
-        self.env.num_envs, self.env.action_dim, self.env.batch.spec):
+    if self.env.can_rebind(batch):
       self.env.rebind(batch).close()
     else:
       self.env.close()

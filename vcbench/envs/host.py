@@ -223,15 +223,21 @@ class HostEnv:
     self.batch = batch
     self._handles = np.arange(batch.num_envs, dtype=np.int32)
 
+  @staticmethod
+  def _shapes(batch: SimBatch) -> tuple:
+    return (batch.num_envs, batch.action_dim, batch.spec)
+
+  def can_rebind(self, batch: SimBatch) -> bool:
+    """Whether `batch` has this env's shapes, so that `rebind` keeps compiled rollouts."""
+    return self._shapes(batch) == self._shapes(self.batch)
+
   def rebind(self, batch: SimBatch) -> SimBatch:
     """Swaps in another batch with the same shapes (e.g. the next task) and returns the old
     one, unclosed. Rollouts already compiled against this env keep working, without a
     recompile: the callbacks read `self.batch` when they run."""
-    want = (self.num_envs, self.action_dim, self.batch.spec)
-    got = (batch.num_envs, batch.action_dim, batch.spec)
-    if got != want:
-      raise ValueError(f"HostEnv.rebind: the new batch has (num_envs, action_dim, spec) {got}, "
-                       f"expected {want}.")
+    if not self.can_rebind(batch):
+      raise ValueError(f"HostEnv.rebind: the new batch has (num_envs, action_dim, spec) "
+                       f"{self._shapes(batch)}, expected {self._shapes(self.batch)}.")
     old, self.batch = self.batch, batch
     return old
 
