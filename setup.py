@@ -50,7 +50,11 @@ EXTRAS = {
         "torchvision==0.29.1",
         "timm>=1.0.20",
         "open-clip-torch>=3.0",
+        "transformers>=5,<6",   # The Flax RoBERTa's parity reference (models/roberta.py).
     ],
+    # G-VUE (configs/gvue.py): the easy-VQA dataset ships its images and questions in its wheel;
+    # `tokenizers` reads a user's RoBERTa vocabulary for the "roberta:<dir>" text encoder.
+    "gvue": ["easy-vqa==1.0", "tokenizers>=0.22"],
     # The visual corruptions' parity tests run against the ImageNet-C package
     # `imagecorruptions` 1.1.2, installed by launch/setup.sh with --no-deps (it requires
     # the GUI build opencv-python; the headless build below provides the same cv2).

@@ -2,7 +2,7 @@
 # Creates (or reuses) the project virtualenv with the extras of setup.py that a command needs:
 # $VCBENCH_EXTRAS, default "mujoco"; launch/quickstart.sh asks for "mujoco,adroit,trifinger" (what
 # the main job needs: no torch), launch/test.sh for
-# "mujoco,adroit,trifinger,analysis,parity,tensorboard,test". Sourced by launch/quickstart.sh and launch/test.sh; safe to run
+# "mujoco,adroit,trifinger,gvue,analysis,parity,tensorboard,test". Sourced by launch/quickstart.sh and launch/test.sh; safe to run
 # repeatedly: a stamp keyed by setup.py's hash and the extras skips pip when nothing changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,6 +22,9 @@ if [ ! -f "$stamp" ]; then
   if [[ ",$EXTRAS," == *",test,"* ]]; then
     # The reference of the visual-corruption parity tests (setup.py's "test" extra explains).
     "$VENV/bin/pip" install -q --no-deps imagecorruptions==1.1.2
+    # The ADE20K toolkit's intersection-and-union, the reference of G-VUE's mIoU test; its
+    # declared dependencies (yacs, an old torch) are not needed for that one function.
+    "$VENV/bin/pip" install -q --no-deps mit-semseg==1.0.0
   fi
   touch "$stamp"
 fi

@@ -1,0 +1,46 @@
+"""G-VUE: nine Perceive/Ground/Reason tasks on frozen PVRs, decoders trained on cached features.
+
+  python -m launch.main --config configs/gvue.py:quick    # two small PVRs, 9 tasks (time: README)
+  python -m launch.main --config configs/gvue.py:quick \
+      --config.pvrs='("in1k_mobilenetv2","vcbench_vit_ti","random_vit_ti")' \
+      --config.seeds='(0,1,2)'                              # the README's table
+  python -m launch.main --config configs/gvue.py:tiny     # an end-to-end check, ~2 min
+  python -m launch.main --config configs/gvue.py          # the paper's protocol (a GPU job)
+
+Variants (`:arg`):
+  full   G-VUE's settings: 224 px inputs, the label decoder 256 wide with 6 layers, 8 heads and a
+         2048 feed-forward, Table 5's epochs and batch sizes, 2000 train / 500 test examples of
+         each generated task.
+  quick  a reduced protocol for a laptop: 128 px, 384 train / 192 test examples, a 2-layer
+         128-wide label decoder (feed-forward 512), 12 epochs at batch 32.
+  tiny   a smoke run: 64 px, 32 / 16 examples, a 1-layer decoder, 2 epochs, one random PVR.
+Data come from vcbench's generators (vcbench-nav scenes, packaged meshes, MetaWorld, easy-VQA);
+`--config.data.sources.<task>=real` with `--config.real_paths.<task>.<arg>=...` reads the
+dataset G-VUE uses (vcbench/data/gvue/formats.py lists each loader's files).
+"""
+from vcbench import config as config_lib
+from vcbench.jobs import gvue
+
+VARIANTS = ("full", "quick", "tiny")
+
+
+def get_config(arg=None):
+  arg = config_lib.variant(arg or "full", VARIANTS, __file__)
+  c = gvue.default_config()
+  c.protocol = arg
+  if arg == "quick":
+    c.workdir = "runs/gvue_quick"
+    c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti")
+    c.image_size = 128
+    c.data.num_train, c.data.num_test = 384, 192
+    c.decoder.width, c.decoder.depth, c.decoder.num_heads, c.decoder.mlp_dim = 128, 2, 4, 512
+    c.optim.epochs, c.optim.batch_size = 12, 32
+  elif arg == "tiny":
+    c.workdir = "runs/gvue_tiny"
+    c.pvrs = ("random_vit_ti",)
+    c.image_size = 64
+    c.data.num_train, c.data.num_test = 32, 16
+    c.decoder.width, c.decoder.depth, c.decoder.num_heads, c.decoder.mlp_dim = 32, 1, 2, 64
+    c.optim.epochs, c.optim.batch_size = 2, 8
+    c.text_max_len = 24
+  return c

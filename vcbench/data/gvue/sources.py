@@ -1,0 +1,126 @@
+"""Where each G-VUE task's data comes from, and the on-disk cache of made splits.
+
+A source is `make(task, split, num, seed, size, **options) -> Split`. The defaults run on any
+machine (the datasets G-VUE uses are manual downloads):
+
+  task                    default source   what it is
+  depth_estimation        nav              vcbench-nav RGB + metric depth (`nav_tasks`)
+  camera_pose             nav              per-apartment trajectories, 6-DoF camera poses
+  reconstruction_3d       shapes3d         packaged meshes rendered from 24 views, voxelised
+  image_text_retrieval    nav              templated captions of scene content
+  phrase_grounding        nav              referring expressions -> instance boxes
+  semantic_segmentation   nav              the renderer's semantic labels
+  vqa                     easy_vqa         the easy-VQA dataset's images and questions;
+                                           `nav` for scene-graph questions
+  commonsense_reasoning   nav              VCR-format multiple choice built from scenes
+  abstract_reasoning      bongard          Bongard problems from MetaWorld contact labels
+
+`real` reads the dataset G-VUE uses from the files a user has (`formats.LOADERS`; its paths come
+from the config's `real_paths.<task>`). Made splits are cached under
+`<root>/gvue_data/<task>/<source>-<split>-<key>` (key = hash of everything that made them), so
+every PVR and seed reads the very same examples.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import numpy as np
+
+from vcbench import files
+from vcbench.data.gvue import split as split_lib
+from vcbench.errors import UserError
+from vcbench.provenance import config_hash
+from vcbench.registry import Registry
+
+SOURCES = Registry("G-VUE data source")
+DEFAULT_SOURCE = {
+    "depth_estimation": "nav", "camera_pose": "nav", "reconstruction_3d": "shapes3d",
+    "image_text_retrieval": "nav", "phrase_grounding": "nav", "semantic_segmentation": "nav",
+    "vqa": "easy_vqa", "commonsense_reasoning": "nav", "abstract_reasoning": "bongard"}
+
+
+@SOURCES.register("nav")
+def _nav(task, split, num, seed, size, **_):
+  from vcbench.data.gvue import nav_tasks
+  return nav_tasks.make_split(task, split, num, seed, size)
+
+
+@SOURCES.register("easy_vqa")
+def _easy_vqa(task, split, num, seed, size, **_):
+  _only(task, "vqa", "easy_vqa")
+  from vcbench.data.gvue import easy_vqa
+  return easy_vqa.make_split(split, size, limit=num, seed=seed)
+
+
+@SOURCES.register("shapes3d")
+def _shapes3d(task, split, num, seed, size, resolution: int = 32, **_):
+  _only(task, "reconstruction_3d", "shapes3d")
+  from vcbench.data.gvue import shapes3d
+  return shapes3d.make_split(split, num, seed, size, resolution=resolution)
+
+
+@SOURCES.register("bongard")
+def _bongard(task, split, num, seed, size, **_):
+  _only(task, "abstract_reasoning", "bongard")
+  from vcbench.data.gvue import bongard
+  return bongard.make_split(split, num, seed, size)
+
+
+@SOURCES.register("real")
+def _real(task, split, num, seed, size, real_paths: Any = None, **_):
+  paths = dict(real_paths or {}).get(task)
+  if not paths:
+    raise UserError(f"G-VUE {task}: source 'real' needs config.real_paths.{task} (the dataset's "
+                    f"files; see vcbench/data/gvue/formats.py).")
+  from vcbench.data.gvue import formats
+  return formats.LOADERS.get(task)(**dict(paths), split=split, size=size, limit=num or None)
+
+
+def _only(task: str, expected: str, source: str) -> None:
+  if task != expected:
+    raise UserError(f"G-VUE data source {source!r} makes {expected} data, not {task}.")
+
+
+def load_or_make(root: str, task: str, source: str, split: str, num: int, seed: int, size: int,
+                 **options) -> split_lib.Split:
+  """The split, from the cache when it was made before under the same arguments."""
+  make: Callable = SOURCES.get(source)
+  args = {"task": task, "source": source, "split": split, "num": num, "seed": seed,
+          "size": size, **{k: options[k] for k in sorted(options)}}
+  key = config_hash(args)
+  base = f"{root}/gvue_data/{task}/{source}-{split}-{key}"
+  if files.exists(base):
+    try:
+      arrays, record = files.load(base, key)
+      return _from_arrays(task, arrays, record["meta"])
+    except files.CorruptFileError as e:
+      files.rebuild_or_refuse(str(e), "Remaking the split.")
+      files.remove(base)
+  made = split_lib.check(make(task, split, num, seed, size, **options))
+  arrays = {"images": made.images, **{f"target.{k}": np.asarray(v)
+                                      for k, v in made.targets.items()}}
+  meta = {"texts": [list(t) for t in made.texts], "scene": list(made.scene),
+          "meta": _jsonable(made.meta), "source": made.source}
+  files.save(base, arrays, meta, key, compress=False)
+  return made
+
+
+def _from_arrays(task: str, arrays: dict, meta: dict) -> split_lib.Split:
+  return split_lib.Split(
+      task=task, images=arrays["images"],
+      targets={k[len("target."):]: v for k, v in arrays.items() if k.startswith("target.")},
+      texts=tuple(tuple(t) for t in meta["texts"]), scene=tuple(meta["scene"]),
+      meta=meta["meta"], source=meta["source"])
+
+
+# Per-example records too bulky for the cache's JSON (Bongard's 13 MuJoCo states per problem,
+# kept by the generator so tests can re-check labels); a cached split goes without them.
+UNCACHED_META = ("problems",)
+
+
+def _jsonable(meta) -> dict:
+  """Split metadata as JSON can hold it (tuples become lists; NumPy scalars become numbers)."""
+  kept = {k: v for k, v in dict(meta).items() if k not in UNCACHED_META}
+  return json.loads(json.dumps(kept, default=lambda o: o.tolist()
+                               if hasattr(o, "tolist") else str(o)))

@@ -1,0 +1,197 @@
+"""The G-VUE job: splits -> frozen PVR and text features -> task decoders -> metrics -> store.
+
+For each task: its train and test splits are made (or read from the user's files) once and
+cached; for each PVR its features are computed once per split and cached; for each seed a
+decoder is trained on the train features and scored on the test split. One store record per
+(task, PVR, seed) holds the task's metrics (keyed as `benchmarks.gvue.TASKS` declares them) and
+its task score; the report is a table like the paper's Table 3 with the summary score over the
+tasks run. configs/gvue.py has the variants and launch commands.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import ml_collections
+import numpy as np
+
+from vcbench import config as config_lib
+from vcbench import files
+from vcbench.algos import decoder as decoder_lib
+from vcbench.algos import runner
+from vcbench.benchmarks import gvue
+from vcbench.benchmarks import gvue_heads as heads
+from vcbench.data.gvue import features as features_lib
+from vcbench.data.gvue import sources
+from vcbench.data.gvue import split as split_lib
+from vcbench.jobs import grid as grid_lib
+from vcbench.models import text as text_lib
+from vcbench.models import zoo
+from vcbench.reports import gvue as report_lib
+from vcbench.reports import plots
+from vcbench.viz import gvue_gallery as gallery
+from vcbench.store import Cell
+
+NON_ACT = tuple(t for t in gvue.TASKS.names() if gvue.TASKS.get(t).category != "act")
+NOT_HASHED = ("workdir", "data_dir", "tasks", "pvrs", "seeds", "feature_batch")
+GRIDS = ("tasks", "pvrs", "seeds")
+DIRS = ("workdir", "data_dir")
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """G-VUE's protocol (the paper's Section 5 and Table 5) on vcbench's generated data."""
+  c = ml_collections.ConfigDict()
+  c.job = "gvue"
+  c.protocol = "full"
+  c.workdir = "runs/gvue"
+  c.data_dir = ""                 # Splits and feature caches; "" = <workdir>/data.
+  c.tasks = NON_ACT
+  c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti", "random_vit_ti")
+  c.seeds = (0,)
+  c.image_size = 224              # G-VUE resizes every input to 224.
+  c.text_encoder = "hashed_words"
+  c.text_max_len = 40
+  c.feature_batch = 32
+  c.data = ml_collections.ConfigDict({
+      "sources": dict(sources.DEFAULT_SOURCE), "num_train": 2000, "num_test": 500,
+      "seed": 0, "resolution": 32})
+  c.real_paths = ml_collections.ConfigDict()   # real_paths.<task>.<arg>: a loader's files.
+  s = heads.DecoderSize()
+  c.decoder = ml_collections.ConfigDict({"width": s.width, "depth": s.depth,
+                                         "num_heads": s.num_heads, "mlp_dim": s.mlp_dim,
+                                         "dropout": s.dropout})
+  c.optim = decoder_lib.default_config()
+  c.optim.epochs = 0              # 0 = the task's Table 5 epochs; likewise batch_size.
+  c.optim.batch_size = 0
+  return c
+
+
+def validate(config) -> None:
+  config_lib.require_choice(config, "tasks", NON_ACT)
+  config_lib.require_choice(config, "pvrs", zoo.names())
+  config_lib.require_ints(config, ("image_size", "text_max_len", "feature_batch"))
+  config_lib.require_ints(config, ("data.num_train", "data.num_test"))
+  config_lib.require(config, "image_size", lambda v: v % 32 == 0,
+                     "a multiple of 32 (the pyramid's coarsest stride)")
+  for task, source in config.data.sources.items():
+    if task not in NON_ACT:
+      raise config_lib.ConfigError(f"config.data.sources.{task}: not a G-VUE non-Act task; "
+                                   f"known: {list(NON_ACT)}")
+    sources.SOURCES.get(source)
+  text_lib.check_spec(config.text_encoder)
+
+
+def data_root(config) -> str:
+  return config.data_dir or f"{config.workdir}/data"
+
+
+def run(config) -> str:
+  grid = grid_lib.Grid("gvue", config.workdir, grid_lib.config_hash(config, NOT_HASHED))
+  units = [grid_lib.Unit((t, p, s), (Cell(benchmark="gvue", task=t, pvr=p, seed=s),))
+           for t in config.tasks for p in config.pvrs for s in config.seeds]
+  text_encoder = None
+  for task, task_units in grid.groups(grid.todo(units), by=lambda u: u.key[0]).items():
+    train, test = (_split(config, task, name) for name in ("train", "test"))
+    if task in split_lib.TEXT_TASKS and text_encoder is None:
+      text_encoder = text_lib.load(config.text_encoder)
+    for pvr, pvr_units in grid.groups(task_units, by=lambda u: u.key[1]).items():
+      feats = {name: _features(config, task, pvr, name, split, text_encoder)
+               for name, split in (("train", train), ("test", test))}
+      for unit in grid.pending(pvr_units):
+        start = time.perf_counter()
+        values, predictions = fit_and_score(config, task, feats, train, test,
+                                            seed=unit.key[2])
+        _save_preview(config, task, pvr, unit.key[2], predictions)
+        record = {**values, "task_score": gvue.task_score(task, gvue.declared(task, values)),
+                  "train_examples": len(train), "test_examples": len(test),
+                  "seconds": time.perf_counter() - start}
+        grid.record(unit.cells[0], record)
+        print(f"gvue {task} {pvr} seed {unit.key[2]}: "
+              + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
+  text = write_report(config, grid.rows(benchmark="gvue"))
+  print(text)
+  return text
+
+
+def write_report(config, rows) -> str:
+  """<workdir>/gvue.md (the table), gvue_radar.png and gallery/<task>.png; returns the table."""
+  text = report_lib.markdown(rows)
+  plots.write_text(f"{config.workdir}/gvue.md", text)
+  if rows:
+    plots.save_figure(report_lib.radar_figure(rows), f"{config.workdir}/gvue_radar.png")
+  for task in config.tasks:
+    previews = {}
+    for pvr in config.pvrs:
+      base = preview_path(config.workdir, task, pvr, config.seeds[0])
+      if files.exists(base):
+        previews[pvr] = files.load(base, "preview")[0]["predictions"]
+    if previews:
+      fig = gallery.figure(task, _split(config, task, "test"), previews)
+      plots.save_figure(fig, f"{config.workdir}/gallery/{task}.png")
+  return text
+
+
+def _split(config, task: str, name: str):
+  num = config.data.num_train if name == "train" else config.data.num_test
+  return sources.load_or_make(
+      data_root(config), task, config.data.sources.get(task, sources.DEFAULT_SOURCE[task]),
+      name, num, config.data.seed, config.image_size, **_options(config, task))
+
+
+def _options(config, task: str) -> dict:
+  if task == "reconstruction_3d":
+    return {"resolution": config.data.resolution}
+  paths = config.real_paths.to_dict() if config.real_paths else {}
+  return {"real_paths": paths} if paths.get(task) else {}
+
+
+def _features(config, task, pvr, name, split, text_encoder) -> dict:
+  head = heads.HEADS[task]
+  encoder = zoo.load(pvr, img_size=config.image_size)
+  fingerprint = {"pvr": pvr, "size": config.image_size, "inputs": head.inputs,
+                 "text": config.text_encoder, "max_len": config.text_max_len}
+
+  def compute():
+    apply = features_lib.jitted_encoder(encoder)
+    if task == "abstract_reasoning":
+      out = {"map": features_lib.problem_features(apply, split.images, config.feature_batch)}
+    else:
+      out = features_lib.image_features(apply, split.images,
+                                        [k for k in head.inputs if k != "text"],
+                                        config.feature_batch)
+    if "text" in head.inputs:
+      out.update(features_lib.text_features(text_encoder.encode, task, split,
+                                            config.text_max_len))
+    return out
+
+  return features_lib.load_or_compute(data_root(config), task, pvr, name, split, fingerprint,
+                                      compute)
+
+
+def fit_and_score(config, task: str, feats: dict, train, test, seed: int):
+  """Trains the task's decoder on `feats['train']` and scores it on `test`: (metrics, the test
+  predictions)."""
+  head, spec = heads.HEADS[task], gvue.TASKS.get(task)
+  optim = ml_collections.ConfigDict(config.optim.to_dict())
+  optim.epochs = optim.epochs or spec.epochs
+  optim.batch_size = optim.batch_size or spec.batch_size
+  model = head.model(heads.DecoderSize(**config.decoder.to_dict()), train)
+  data = head.train_data(feats["train"], train)
+  trainer = decoder_lib.make_train(optim, model, head.init_batch(data), head.loss, data)
+  state, _ = runner.run(trainer, None, trainer.num_updates, key=jax.random.key(seed))
+  return head.evaluate(model, state.variables(), feats["test"], test)
+
+
+PREVIEW = 8   # Test examples whose predictions are kept for the gallery.
+
+
+def preview_path(workdir: str, task: str, pvr: str, seed: int) -> str:
+  return f"{workdir}/gallery/{task}-{pvr}-seed{seed}"
+
+
+def _save_preview(config, task: str, pvr: str, seed: int, predictions) -> None:
+  """The first test predictions, for `launch/gvue_gallery.py` (retrieval: the images' rows of
+  the similarity matrix)."""
+  files.save(preview_path(config.workdir, task, pvr, seed),
+             {"predictions": np.asarray(predictions)[:PREVIEW]},
+             {"task": task, "pvr": pvr, "seed": seed}, key="preview")
