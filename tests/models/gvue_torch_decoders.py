@@ -202,7 +202,7 @@ class TorchOccupancyDecoder(tnn.Module):
     ups, c_in = [], width
     for i in range(stages):
       c_out = max(width // 2 ** (i + 1), 8)
-      ups += [tnn.ConvTranspose3d(c_in, c_out, 4, stride=2, padding=1),
+      ups += [tnn.ConvTranspose3d(c_in, c_out, 2, stride=2),
               tnn.GroupNorm(math.gcd(c_out, 8), c_out, eps=1e-6), tnn.ReLU()]
       c_in = c_out
     self.ups = tnn.Sequential(*ups)
@@ -223,9 +223,8 @@ class TorchOccupancyDecoder(tnn.Module):
     norms = [m for m in self.ups if isinstance(m, tnn.GroupNorm)]
     with torch.no_grad():
       for i, (conv, norm) in enumerate(zip(convs, norms)):
-        # Flax applies its kernel unflipped to the dilated input; torch's transposed
-        # convolution is that with the spatially flipped kernel, in/out axes first.
-        kernel = np.flip(np.asarray(p[f"up_{i}"]["kernel"]), (0, 1, 2))
+        # Child (a, b, c) of a voxel is kernel[a, b, c] applied to it, in both (no flip).
+        kernel = np.asarray(p[f"up_{i}"]["kernel"])
         conv.weight.copy_(t(kernel.transpose(3, 4, 0, 1, 2)))
         conv.bias.copy_(t(p[f"up_{i}"]["bias"]))
         load_norm(norm, p[f"norm_{i}"])
