@@ -12,7 +12,9 @@ Variants (`:arg`):
          2048 feed-forward, Table 5's epochs and batch sizes, 2000 train / 500 test examples of
          each generated task.
   quick  a reduced protocol for a laptop: 128 px, 384 train / 192 test examples, a 2-layer
-         128-wide label decoder (feed-forward 512), 12 epochs at batch 32.
+         128-wide label decoder (feed-forward 512), 24 epochs at batch 32 and lr 1e-3 (the
+         paper's 1e-4 leaves these few hundred steps far from converged: depth AbsRel 1.81 vs
+         0.26, 3-D mIoU 0 vs 39 for in1k_mobilenetv2 at 30 epochs).
   tiny   a smoke run: 64 px, 32 / 16 examples, a 1-layer decoder, 2 epochs, one random PVR.
 Data come from vcbench's generators (vcbench-nav scenes, packaged meshes, MetaWorld, easy-VQA);
 `--config.data.sources.<task>=real` with `--config.real_paths.<task>.<arg>=...` reads the
@@ -34,7 +36,7 @@ def get_config(arg=None):
     c.image_size = 128
     c.data.num_train, c.data.num_test = 384, 192
     c.decoder.width, c.decoder.depth, c.decoder.num_heads, c.decoder.mlp_dim = 128, 2, 4, 512
-    c.optim.epochs, c.optim.batch_size = 12, 32
+    c.optim.epochs, c.optim.batch_size, c.optim.lr = 24, 32, 1e-3
   elif arg == "tiny":
     c.workdir = "runs/gvue_tiny"
     c.pvrs = ("random_vit_ti",)

@@ -225,15 +225,19 @@ def test_camera_pose_is_the_rendered_pose():
     assert np.mean(s.images[i] != rerender(e.view)["rgb"]) < 0.01
 
 
-def test_retrieval_captions_name_what_is_visible():
+def test_retrieval_captions_name_what_is_visible_and_each_names_one_image():
   s, exs = split_of("image_text_retrieval", size=48), examples_of("image_text_retrieval", size=48)
+  every = [c for caps in s.texts for c in caps]
+  assert len(every) == len(set(every))
   for i, e in enumerate(exs):
-    assert len(s.texts[i]) == 4
+    full = tx.captions(e.view)
+    assert 2 <= len(s.texts[i]) <= 4 and set(s.texts[i]) <= set(full)
     seen = visible_instances(rerender(e.view, 48)["instance"], e.view.scene)
     counts = {}
-    for cat, *_ in seen.values():
-      counts[cat] = counts.get(cat, 0) + 1
-    assert s.texts[i][0].endswith(f" with {tx.counted(counts)}.")
+    for cat, mat, *_ in seen.values():
+      counts[cat, mat] = counts.get((cat, mat), 0) + 1
+    listing = tx.listed([(c, n, tx.ATTRIBUTES[m] + " ") for (c, m), n in sorted(counts.items())])
+    assert full[0].endswith(f" with {listing}.")
 
 
 def test_generation_speed(capsys):

@@ -133,7 +133,18 @@ def run_epochs(sgd_step, state, key, num_epochs: int, num_samples: int, batch_si
   return jax.lax.scan(epoch, state, jax.random.split(key, num_epochs))
 
 
-class Trainer:
+class EpochTrainer:
+  """The `runner` contract's shape queries for a trainer whose update is one epoch and whose
+  metrics are that epoch's mean loss; subclasses give `init` and `train_chunk`."""
+
+  def abstract_state(self):
+    return jax.eval_shape(self.init, jax.random.key(0))
+
+  def abstract_metrics(self, n: int) -> dict:
+    return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
+
+
+class Trainer(EpochTrainer):
   """BC on fixed features `x` [N, F] and actions `y` [N, A] (device arrays, arguments of the
   jitted chunk, not constants in it); the `runner` contract, one update = one epoch."""
 
@@ -157,12 +168,6 @@ class Trainer:
 
   def train_chunk(self, state: TrainState, num_epochs: int) -> tuple[TrainState, dict]:
     return self._train(state, self.x, self.y, int(num_epochs))
-
-  def abstract_state(self) -> TrainState:
-    return jax.eval_shape(self.init, jax.random.key(0))
-
-  def abstract_metrics(self, n: int) -> dict:
-    return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
 
   def _sgd_step(self, state: TrainState, x, y):
     (loss, stats), grads = jax.value_and_grad(mse_loss, argnums=1, has_aux=True)(

@@ -72,7 +72,7 @@ class TrainState:
     return {"params": self.params, **self.mutable}
 
 
-class Trainer:
+class Trainer(bc.EpochTrainer):
   """A decoder trained on `data` ({name: array [N, ...]}, all indexed by example)."""
 
   def __init__(self, config, model: nn.Module, init_batch: Mapping[str, Any],
@@ -100,12 +100,6 @@ class Trainer:
 
   def train_chunk(self, state: TrainState, num_epochs: int) -> tuple[TrainState, dict]:
     return self._train(state, self.data, int(num_epochs))
-
-  def abstract_state(self) -> TrainState:
-    return jax.eval_shape(self.init, jax.random.key(0))
-
-  def abstract_metrics(self, n: int) -> dict:
-    return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
 
   def _sgd_step(self, state: TrainState, batch: dict):
     key, dropout_key = jax.random.split(jax.random.fold_in(state.key, state.step))

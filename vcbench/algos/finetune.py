@@ -96,7 +96,7 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
-class Trainer:
+class Trainer(bc.EpochTrainer):
   """BC with `encoder` fine-tuned, on demo `frames` [T, S, S, 3] uint8, `episode` [T],
   `proprio` [T, P] (or None) and `actions` [T, A]; the `runner` contract, one update = one
   epoch. Pass `frames` as a device array to avoid copying them."""
@@ -134,12 +134,6 @@ class Trainer:
 
   def train_chunk(self, state: TrainState, num_epochs: int) -> tuple[TrainState, dict]:
     return self._train(state, self.data, int(num_epochs))
-
-  def abstract_state(self) -> TrainState:
-    return jax.eval_shape(self.init, jax.random.key(0))
-
-  def abstract_metrics(self, n: int) -> dict:
-    return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
 
   def embedder(self, encoder_params, name: str) -> Embedder:
     """The `Embedder` to evaluate the policy with, holding fine-tuned `encoder_params`."""

@@ -47,6 +47,7 @@ POOL_FACTOR = 4
 POSE_APARTMENTS = 2
 TRAJECTORY_FRAMES = 32
 MIN_SIZE = 16
+MIN_CAPTIONS = 2    # fresh captions a retrieval view needs (others' captions are left out).
 CLASS_NAMES = ("wall", "floor", "ceiling", *(tx.CATEGORY[c] for c in range(1, 7)))
 
 
@@ -133,8 +134,19 @@ def _grounding_examples(job, world) -> list[pl.Example]:
 
 
 def _retrieval_examples(job, world) -> list[pl.Example]:
-  offers = lambda v: {"view": tx.captions(v)} if _clear(v) and v.things else {}
-  return _text_pool(job, world, offers, pl.in_turn(("view",)))
+  """Views in order, each with its captions that no earlier view of the split has."""
+  taken: set[str] = set()
+
+  def offers(view):
+    if not (_clear(view) and view.things):
+      return {}
+    fresh = tuple(c for c in tx.captions(view) if c not in taken)
+    if len(fresh) < MIN_CAPTIONS:
+      return {}
+    taken.update(fresh)
+    return {"view": fresh}
+  pool = pl.usable_views(job.rng("views"), world, job.num, offers, job.source)
+  return [pl.Example(view=v, key="view", payload=o["view"]) for v, o in pool]
 
 
 def _vqa_examples(job, world) -> list[pl.Example]:
@@ -273,19 +285,21 @@ def _grounding_split(job, exs) -> Split:
 
 
 def _retrieval_split(job, exs) -> Split:
-  """image_text_retrieval: an RGB view and four captions of it.
+  """image_text_retrieval: an RGB view and two to four captions of it.
 
   Views with at least one visible object and none glimpsed. Captions (`nav_text.captions`):
-    inventory   "{A room type} with {counted categories}."   ("A kitchen with three chairs
-                and a plant."; "a home" where no room type holds 70% of the visible floor)
-    paraphrase  "{Counted categories} in {a room type}."
-    layout      "{A category} on the left and {a category} on the right." (leftmost and
-                rightmost objects), or "{A category} on the left|middle|right of the view."
-    nearest     "The nearest object is {an attribute category}, about {n} metres away."
-  Retrieval pairs an image with its own captions (texts[i]); several images may share a
-  caption, as in any captioned set.
+    inventory   "{A room type} with {objects}."   ("A kitchen with two dark wooden chairs and a
+                grassy plant."; "a home" where no room type holds 70% of the visible floor)
+    paraphrase  "{Objects} in {a room type}."
+    layout      "{An object} on the left and {an object} on the right." (leftmost and
+                rightmost), or "{An object} on the left|right of the view|in the middle of ..."
+    nearest     "The nearest object is {an object}, about {d} metres away." (d to 0.5 m)
+  where an object is "{attribute} {category}". Every caption occurs once in a split: a view
+  keeps only the captions no earlier view has, and is skipped when fewer than two are left, so
+  each caption names one image (as Flickr30k's nearly always do) and R@K has no ties by
+  construction.
   """
-  return _base(job, exs, {}, [e.payload for e in exs], captions_per_image=4)
+  return _base(job, exs, {}, [e.payload for e in exs])
 
 
 def _vqa_split(job, exs) -> Split:

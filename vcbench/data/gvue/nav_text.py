@@ -55,8 +55,22 @@ def referent(category: int, material: int, where: str) -> str:
 
 def counted(counts: dict[int, int]) -> str:
   """'a bed, two chairs and a plant', categories in CATEGORY order."""
-  parts = [article(CATEGORY[c]) if n == 1 else f"{NUMBER[n]} {PLURAL[c]}"
-           for c, n in sorted(counts.items()) if n > 0]
+  return listed([(c, n, "") for c, n in sorted(counts.items())])
+
+
+def described(view: View) -> str:
+  """'two dark wooden chairs, a light wooden chair and a blue sofa': the visible objects by
+  category and attribute, categories in CATEGORY order, then attributes in ATTRIBUTES order."""
+  counts: dict[tuple[int, int], int] = {}
+  for t in view.things:
+    counts[t.category, t.material] = counts.get((t.category, t.material), 0) + 1
+  return listed([(c, n, ATTRIBUTES[m] + " ") for (c, m), n in sorted(counts.items())])
+
+
+def listed(items: list[tuple[int, int, str]]) -> str:
+  """(category, count, attribute prefix) items as an English list; zero counts are left out."""
+  parts = [article(f"{a}{CATEGORY[c]}") if n == 1 else f"{NUMBER[n]} {a}{PLURAL[c]}"
+           for c, n, a in items if n > 0]
   return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -110,23 +124,23 @@ def expressions(view: View) -> dict[str, list[tuple[Thing, str]]]:
 
 def captions(view: View) -> tuple[str, ...]:
   """Four captions of a view with at least one visible object: inventory, its paraphrase,
-  layout, nearest object."""
+  layout, nearest object (distance to the half metre)."""
   place = article(ROOM[view.room_type]) if view.room_type >= 0 else "a home"
-  listing = counted(category_counts(view))
+  listing = described(view)
+  name = lambda t: article(f"{ATTRIBUTES[t.material]} {CATEGORY[t.category]}")
   left, right = view.things[0], view.things[-1]
   if len(view.things) == 1:
-    layout = f"{capitalised(article(CATEGORY[left.category]))} on the {side(left)} of the view."
+    where = "in the middle" if side(left) == "middle" else f"on the {side(left)}"
+    layout = f"{capitalised(name(left))} {where} of the view."
   else:
-    layout = (f"{capitalised(article(CATEGORY[left.category]))} on the left and "
-              f"{article(CATEGORY[right.category])} on the right.")
+    layout = f"{capitalised(name(left))} on the left and {name(right)} on the right."
   nearest = min(view.things, key=lambda t: t.depth)
-  metres = max(1, int(round(nearest.depth)))
+  metres = max(0.5, round(2 * nearest.depth) / 2)
   unit = "metre" if metres == 1 else "metres"
-  thing = article(f"{ATTRIBUTES[nearest.material]} {CATEGORY[nearest.category]}")
   return (f"{capitalised(place)} with {listing}.",
           f"{capitalised(listing)} in {place}.",
           layout,
-          f"The nearest object is {thing}, about {NUMBER[metres]} {unit} away.")
+          f"The nearest object is {name(nearest)}, about {metres:g} {unit} away.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ DEFAULT_SOURCE = {
     "depth_estimation": "nav", "camera_pose": "nav", "reconstruction_3d": "shapes3d",
     "image_text_retrieval": "nav", "phrase_grounding": "nav", "semantic_segmentation": "nav",
     "vqa": "easy_vqa", "commonsense_reasoning": "nav", "abstract_reasoning": "bongard"}
+# Part of every cache key: bump it when a generator's output changes, so that caches made by
+# older code are not read as the new data.
+GENERATORS_VERSION = 2
 
 
 @SOURCES.register("nav")
@@ -87,7 +90,8 @@ def load_or_make(root: str, task: str, source: str, split: str, num: int, seed: 
   """The split, from the cache when it was made before under the same arguments."""
   make: Callable = SOURCES.get(source)
   args = {"task": task, "source": source, "split": split, "num": num, "seed": seed,
-          "size": size, **{k: options[k] for k in sorted(options)}}
+          "size": size, "generators": GENERATORS_VERSION,
+          **{k: options[k] for k in sorted(options)}}
   key = config_hash(args)
   base = f"{root}/gvue_data/{task}/{source}-{split}-{key}"
   if files.exists(base):
