@@ -2,7 +2,7 @@
 # The README's G-VUE quick table: first the `quick` variant alone (two PVRs, seed 0; its wall
 # time is the quick figure), then the same workdir completed to three PVRs x three seeds (the
 # config hash leaves out pvrs and seeds, so the first run's cells are reused).
-#   bash launch/bench/gvue_quick_table.sh [workdir]     # ~1.5 h on a 2-core CPU
+#   bash launch/bench/gvue_quick_table.sh [workdir]     # the first part: 21 min on 2 CPU cores
 set -euo pipefail
 workdir="${1:-runs/gvue_quick}"
 start=$(date +%s)

@@ -236,8 +236,7 @@ def test_retrieval_captions_name_what_is_visible_and_each_names_one_image():
     counts = {}
     for cat, mat, *_ in seen.values():
       counts[cat, mat] = counts.get((cat, mat), 0) + 1
-    listing = tx.listed([(c, n, tx.ATTRIBUTES[m] + " ") for (c, m), n in sorted(counts.items())])
-    assert full[0].endswith(f" with {listing}.")
+    assert full[0].endswith(f" with {tx.described(counts)}.")
 
 
 def test_generation_speed(capsys):

@@ -12,6 +12,7 @@ pixels' mean column falls in.
 """
 from __future__ import annotations
 
+import collections
 from typing import Optional
 
 import numpy as np
@@ -53,24 +54,17 @@ def referent(category: int, material: int, where: str) -> str:
   return f"the {ATTRIBUTES[material]} {CATEGORY[category]} {place}"
 
 
-def counted(counts: dict[int, int]) -> str:
-  """'a bed, two chairs and a plant', categories in CATEGORY order."""
-  return listed([(c, n, "") for c, n in sorted(counts.items())])
+def kind_counts(view: View) -> dict[tuple[int, int], int]:
+  """How many visible objects of each (category, material)."""
+  return dict(collections.Counter((t.category, t.material) for t in view.things))
 
 
-def described(view: View) -> str:
-  """'two dark wooden chairs, a light wooden chair and a blue sofa': the visible objects by
-  category and attribute, categories in CATEGORY order, then attributes in ATTRIBUTES order."""
-  counts: dict[tuple[int, int], int] = {}
-  for t in view.things:
-    counts[t.category, t.material] = counts.get((t.category, t.material), 0) + 1
-  return listed([(c, n, ATTRIBUTES[m] + " ") for (c, m), n in sorted(counts.items())])
-
-
-def listed(items: list[tuple[int, int, str]]) -> str:
-  """(category, count, attribute prefix) items as an English list; zero counts are left out."""
-  parts = [article(f"{a}{CATEGORY[c]}") if n == 1 else f"{NUMBER[n]} {a}{PLURAL[c]}"
-           for c, n, a in items if n > 0]
+def described(counts: dict[tuple[int, int], int]) -> str:
+  """'two dark wooden chairs, a light wooden chair and a blue sofa' from (category, material)
+  counts: categories in CATEGORY order, then materials by id; zero counts are left out."""
+  parts = [article(f"{ATTRIBUTES[m]} {CATEGORY[c]}") if n == 1
+           else f"{NUMBER[n]} {ATTRIBUTES[m]} {PLURAL[c]}"
+           for (c, m), n in sorted(counts.items()) if n > 0]
   return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -126,7 +120,7 @@ def captions(view: View) -> tuple[str, ...]:
   """Four captions of a view with at least one visible object: inventory, its paraphrase,
   layout, nearest object (distance to the half metre)."""
   place = article(ROOM[view.room_type]) if view.room_type >= 0 else "a home"
-  listing = described(view)
+  listing = described(kind_counts(view))
   name = lambda t: article(f"{ATTRIBUTES[t.material]} {CATEGORY[t.category]}")
   left, right = view.things[0], view.things[-1]
   if len(view.things) == 1:
