@@ -239,14 +239,15 @@ class TabletopSim:
     self.settle()
     return True
 
-  def _held_pose(self, name, cup, offset, yaw, turn):
+  @staticmethod
+  def _held_pose(cup, offset, yaw, turn):
     c, s = math.cos(turn), math.sin(turn)
     rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]])
     return cup + rot @ offset, yaw + turn
 
   def _drive(self, name, cup, offset, yaw, turn, velocity):
     """Sets the held object's pose and velocity, then steps physics once."""
-    pos, new_yaw = self._held_pose(name, cup, offset, yaw, turn)
+    pos, new_yaw = self._held_pose(cup, offset, yaw, turn)
     q, v = self._qadr[name], self._dadr[name]
     self.data.qpos[q:q + 3] = pos
     self.data.qpos[q + 3:q + 7] = _yaw_quat(new_yaw)
