@@ -1,4 +1,4 @@
-"""G-VUE: nine Perceive/Ground/Reason tasks on frozen PVRs, decoders trained on cached features.
+"""G-VUE on frozen PVRs: nine Perceive/Ground/Reason tasks and the manipulation Act task.
 
   python -m launch.main --config configs/gvue.py:quick    # two small PVRs, 9 tasks (time: README)
   python -m launch.main --config configs/gvue.py:quick \
@@ -10,13 +10,17 @@
 Variants (`:arg`):
   full   G-VUE's settings: 224 px inputs, the label decoder 256 wide with 6 layers, 8 heads and a
          2048 feed-forward, Table 5's epochs and batch sizes, 2000 train / 500 test examples of
-         each generated task.
+         each generated task; manipulation at CLIPort's scale (1000 demos and 100 unseen
+         episodes per task).
   quick  a reduced protocol for a laptop: 128 px, 384 train / 192 test examples, a 2-layer
          128-wide label decoder (feed-forward 512), 24 epochs at batch 32 and lr 1e-3 (the
          paper's 1e-4 leaves these few hundred steps far from converged: depth AbsRel 1.81 vs
-         0.26, 3-D mIoU 0 vs 39 for in1k_mobilenetv2 at 30 epochs).
-  tiny   a smoke run: 64 px, 32 / 16 examples, a 1-layer decoder, 2 epochs, one random PVR.
-Data come from vcbench's generators (vcbench-nav scenes, packaged meshes, MetaWorld, easy-VQA);
+         0.26, 3-D mIoU 0 vs 39 for in1k_mobilenetv2 at 30 epochs); manipulation with 100
+         demos and 20 unseen episodes per task.
+  tiny   a smoke run: 64 px, 32 / 16 examples, a 1-layer decoder, 2 epochs, one random PVR;
+         manipulation on one task with 2 demos and 1 test episode.
+Data come from vcbench's generators (vcbench-nav scenes, packaged meshes, MetaWorld, easy-VQA,
+the MuJoCo tabletop's oracle);
 `--config.data.sources.<task>=real` with `--config.real_paths.<task>.<arg>=...` reads the
 dataset G-VUE uses (vcbench/data/gvue/formats.py lists each loader's files).
 """
@@ -37,6 +41,8 @@ def get_config(arg=None):
     c.data.num_train, c.data.num_test = 384, 192
     c.decoder.width, c.decoder.depth, c.decoder.num_heads, c.decoder.mlp_dim = 128, 2, 4, 512
     c.optim.epochs, c.optim.batch_size, c.optim.lr = 24, 32, 1e-3
+    m = c.manipulation
+    m.demos, m.episodes = 100, 20
   elif arg == "tiny":
     c.workdir = "runs/gvue_tiny"
     c.pvrs = ("random_vit_ti",)
@@ -45,4 +51,8 @@ def get_config(arg=None):
     c.decoder.width, c.decoder.depth, c.decoder.num_heads, c.decoder.mlp_dim = 32, 1, 2, 64
     c.optim.epochs, c.optim.batch_size = 2, 8
     c.text_max_len = 24
+    m = c.manipulation
+    m.tasks, m.demos, m.episodes, m.n_rotations, m.crop = ("put_block_in_bowl",), 2, 1, 8, 3
+    m.width, m.transport_dim = 16, 4
+    m.optim.update(epochs=2, batch_size=4)
   return c

@@ -9,16 +9,13 @@ metric is the mean Ravens score x100 over the unseen tasks (`score@unseen`), nex
 own score and success rate. Only the oracle's successful episodes become demos (CLIPort keeps
 those too).
 
-Geometry (`Frame`): the tabletop renders the workspace (0.5 m x 1.0 m) at `image_size / 1.0 m`
-per pixel, so a workspace image is image_size/2 x image_size; it is padded with black rows to a
-square image_size x image_size, the PVR's input, and the decoder's affordances live on the
-PVR's stride-4 grid. Pick and place targets are continuous grid coordinates (soft labels);
-decoded points go back through the grid to metres and reach the simulator as pixels and a
-rotation bin (`tabletop_tasks.Action`).
+The demos and their geometry (`Frame`: workspace <-> square PVR image <-> the decoder's
+stride-4 grid) live in `data/gvue/tabletop_demos.py`. Pick and place targets are continuous grid
+coordinates (soft labels); decoded points go back through the grid to metres and reach the
+simulator as pixels and a rotation bin (`tabletop_tasks.Action`).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Callable, Sequence
 
@@ -26,94 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vcbench.envs.mujoco import tabletop as tt
+from vcbench.algos import decoder as decoder_lib
+from vcbench.algos import runner
+from vcbench.data.gvue.tabletop_demos import Frame, collect_demos  # noqa: F401
 from vcbench.envs.mujoco import tabletop_tasks as tasks_lib
 from vcbench.models import affordance
 
 PYRAMID = ("p0", "p1", "p2", "p3")
-
-
-@dataclasses.dataclass(frozen=True)
-class Frame:
-  """Workspace <-> square PVR image <-> the decoder's grid."""
-  image_size: int
-  grid: int                       # Cells per side of the decoder's map (stride 4: size / 4).
-  workspace: tt.Workspace = tt.Workspace()
-
-  @classmethod
-  def make(cls, image_size: int, grid: int) -> "Frame":
-    base = tt.Workspace()
-    if (base.y[1] - base.y[0]) != 2 * (base.x[1] - base.x[0]) or image_size % 4:
-      raise ValueError(f"Frame: the workspace must be twice as wide as deep and image_size a "
-                       f"multiple of 4, got {base} and {image_size}.")
-    ws = dataclasses.replace(base, pix_size=(base.y[1] - base.y[0]) / image_size)
-    return cls(image_size, grid, ws)
-
-  @property
-  def pad(self) -> int:
-    return (self.image_size - self.workspace.shape[0]) // 2
-
-  @property
-  def cell(self) -> float:
-    """Metres per grid cell."""
-    return self.workspace.pix_size * self.image_size / self.grid
-
-  def image(self, rgb: np.ndarray) -> np.ndarray:
-    """Workspace image [S/2, S, 3] -> the padded square [S, S, 3]."""
-    out = np.zeros((self.image_size, self.image_size, 3), np.uint8)
-    out[self.pad:self.pad + rgb.shape[0]] = rgb
-    return out
-
-  def to_grid(self, xy) -> np.ndarray:
-    """Table point (m) -> continuous (row, col) grid coordinate (cell centres at integers)."""
-    ws = self.workspace
-    x0 = ws.x[0] - self.pad * ws.pix_size
-    return np.array([(xy[0] - x0) / self.cell - 0.5, (xy[1] - ws.y[0]) / self.cell - 0.5])
-
-  def to_table(self, rc) -> tuple[float, float]:
-    ws = self.workspace
-    x0 = ws.x[0] - self.pad * ws.pix_size
-    return (float(x0 + (rc[0] + 0.5) * self.cell), float(ws.y[0] + (rc[1] + 0.5) * self.cell))
-
-  def valid(self) -> np.ndarray:
-    """bool [grid, grid]: cells within a cell of the workspace (a soft label of a point at
-    its edge reaches the next cell out; decoded points are clipped back to it)."""
-    rows = np.array([self.to_table((r, 0))[0] for r in range(self.grid)])
-    ws = self.workspace
-    ok = (rows >= ws.x[0] - self.cell) & (rows <= ws.x[1] + self.cell)
-    return np.broadcast_to(ok[:, None], (self.grid, self.grid)).copy()
-
-
-def collect_demos(task_names: Sequence[str], episodes: int, frame: Frame,
-                  n_rotations: int, split: str = "seen", first_seed: int = 0) -> dict:
-  """The oracle's steps in its successful episodes: images [N, S, S, 3], instructions, pick
-  and place grid coordinates [N, 2], rotation bins [N], task index [N]."""
-  out = {"image": [], "instruction": [], "pick": [], "place": [], "rotation": [], "task": []}
-  for t, name in enumerate(task_names):
-    for seed in range(first_seed, first_seed + episodes):
-      ep = tasks_lib.Episode(name, split, seed, frame.workspace)
-      steps = []
-      try:
-        while not ep.done:
-          action = tasks_lib.oracle_action(ep)
-          if action is None:
-            break
-          image = frame.image(ep.sim.render()["rgb"])
-          pick, place, k = action.discretised(frame.workspace, n_rotations)
-          a = tasks_lib.Action.from_pixels(frame.workspace, pick, place, k, n_rotations)
-          steps.append((image, ep.instruction, frame.to_grid(a.pick), frame.to_grid(a.place), k))
-          ep.step(action, n_rotations)
-        if ep.success:
-          for image, text, p0, p1, k in steps:
-            for key, v in zip(out, (image, text, p0, p1, k, t)):
-              out[key].append(v)
-      finally:
-        ep.close()
-  if not out["image"]:
-    raise RuntimeError(f"no successful oracle episode among {episodes} per task {task_names}.")
-  return {"image": np.stack(out["image"]), "instruction": list(out["instruction"]),
-          "pick": np.array(out["pick"], np.float32), "place": np.array(out["place"], np.float32),
-          "rotation": np.array(out["rotation"], np.int32), "task": np.array(out["task"], np.int32)}
 
 
 def _cross_entropy(logits: jax.Array, target: jax.Array) -> jax.Array:
@@ -141,6 +57,47 @@ def make_loss(n_rotations: int, crop: int, valid: np.ndarray) -> Callable:
     return _cross_entropy(pick, pick_target) + _cross_entropy(place, place_target), {}
 
   return loss
+
+
+def training_data(features: dict, demos: dict, text: np.ndarray, text_mask: np.ndarray) -> dict:
+  """The decoder's training arrays: the demos' pyramid features, instruction tokens and
+  pick/place/rotation labels, one row per demo step."""
+  return {**{p: features[p] for p in PYRAMID}, "text": text, "text_mask": text_mask,
+          "pick": demos["pick"], "place": demos["place"], "rotation": demos["rotation"]}
+
+
+def fit(optim, model, data: dict, frame: Frame, n_rotations: int, crop: int, seed: int):
+  """Trains `model` on `data` (`training_data`) with the decoder recipe -> (variables, the
+  per-epoch losses)."""
+  init = {"pyramid": [data[p][:2] for p in PYRAMID], "text": data["text"][:2],
+          "text_mask": data["text_mask"][:2]}
+  trainer = decoder_lib.make_train(optim, model, init,
+                                   make_loss(n_rotations, crop, frame.valid()), data)
+  state, logs = runner.run(trainer, None, trainer.num_updates, key=jax.random.key(seed))
+  return state.variables(), logs
+
+
+SEEN_TEST_SEED = 10_000   # Seen-split test episodes start here, past any demo episode.
+
+
+def fit_and_score(config, frame: Frame, features: dict, demos: dict, encoder, text_encoder,
+                  seed: int) -> dict[str, float]:
+  """One seed of the task: the decoder trained on the demos' cached `features` (pyramid and
+  instruction tokens), then evaluated closed loop with the PVR in the loop on
+  `config.episodes` unseen episodes per task (and `config.seen_episodes` seen ones, reported
+  but not scored). `config`: the job's `manipulation` section."""
+  data = training_data(features, demos, features["text"], features["text_mask"])
+  model = affordance.AffordanceDecoder(config.width, config.transport_dim)
+  variables, logs = fit(config.optim, model, data, frame, config.n_rotations, config.crop, seed)
+  policy = make_policy(lambda x: encoder.apply(encoder.params, x), model, variables,
+                       text_encoder, frame, config.n_rotations, config.crop,
+                       features["text"].shape[1])
+  values = evaluate(policy, config.tasks, config.episodes, frame, config.n_rotations, "unseen")
+  if config.seen_episodes:
+    values.update(evaluate(policy, config.tasks, config.seen_episodes, frame,
+                           config.n_rotations, "seen", first_seed=SEEN_TEST_SEED))
+  values["final_loss"] = float(np.asarray(logs["loss"])[-1].mean())
+  return values
 
 
 def make_policy(encoder_apply: Callable, model, variables, text_encoder, frame: Frame,

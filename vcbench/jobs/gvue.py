@@ -21,9 +21,12 @@ from vcbench.algos import decoder as decoder_lib
 from vcbench.algos import runner
 from vcbench.benchmarks import gvue
 from vcbench.benchmarks import gvue_heads as heads
+from vcbench.benchmarks import gvue_manipulation as manipulation
 from vcbench.data.gvue import features as features_lib
 from vcbench.data.gvue import sources
 from vcbench.data.gvue import split as split_lib
+from vcbench.data.gvue import tabletop_demos
+from vcbench.envs.mujoco import tabletop_tasks
 from vcbench.jobs import grid as grid_lib
 from vcbench.models import text as text_lib
 from vcbench.models import zoo
@@ -33,7 +36,13 @@ from vcbench.viz import gvue_gallery as gallery
 from vcbench.store import Cell
 
 NON_ACT = tuple(t for t in gvue.TASKS.names() if gvue.TASKS.get(t).category != "act")
+ACT = ("manipulation",)         # The Act tasks this job runs.
+RUNNABLE = NON_ACT + ACT
 NOT_HASHED = ("workdir", "data_dir", "tasks", "pvrs", "seeds", "feature_batch")
+# Config parts only the Act tasks read, and only the others read (`task_hash`): the Act
+# tasks' sections came after the other tasks' results were stored, which keep their hashes.
+ACT_ONLY = ("manipulation", "data.sources.manipulation")
+PERCEPTION_ONLY = ("decoder", "optim", "data.num_train", "data.num_test", "data.resolution")
 GRIDS = ("tasks", "pvrs", "seeds")
 DIRS = ("workdir", "data_dir")
 
@@ -45,7 +54,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.protocol = "full"
   c.workdir = "runs/gvue"
   c.data_dir = ""                 # Splits and feature caches; "" = <workdir>/data.
-  c.tasks = NON_ACT
+  c.tasks = RUNNABLE
   c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti", "random_vit_ti")
   c.seeds = (0,)
   c.image_size = 224              # G-VUE resizes every input to 224.
@@ -63,22 +72,46 @@ def default_config() -> ml_collections.ConfigDict:
   c.optim = decoder_lib.default_config()
   c.optim.epochs = 0              # 0 = the task's Table 5 epochs; likewise batch_size.
   c.optim.batch_size = 0
+  c.manipulation = manipulation_config()
   return c
 
 
+def manipulation_config() -> ml_collections.ConfigDict:
+  """The manipulation task (`benchmarks/gvue_manipulation.py`) at CLIPort's scale: 1000 demos
+  per task, 100 test episodes per task, 36 rotations."""
+  m = ml_collections.ConfigDict()
+  m.tasks = tuple(tabletop_tasks.TASKS.names())
+  m.demos = 1000                  # Oracle episodes per task (seen split); only successes kept.
+  m.episodes = 100                # Unseen test episodes per task.
+  m.seen_episodes = 0             # Seen test episodes per task (reported, not scored).
+  m.n_rotations = 36
+  m.crop = 9                      # Transport kernel, in grid cells (stride 4).
+  m.width = 64
+  m.transport_dim = 16
+  m.optim = decoder_lib.default_config()
+  m.optim.update(lr=1e-3, epochs=20, batch_size=8)
+  return m
+
+
 def validate(config) -> None:
-  config_lib.require_choice(config, "tasks", NON_ACT)
+  config_lib.require_choice(config, "tasks", RUNNABLE)
   config_lib.require_choice(config, "pvrs", zoo.names())
   config_lib.require_ints(config, ("image_size", "text_max_len", "feature_batch"))
   config_lib.require_ints(config, ("data.num_train", "data.num_test"))
   config_lib.require(config, "image_size", lambda v: v % 32 == 0,
                      "a multiple of 32 (the pyramid's coarsest stride)")
   for task, source in config.data.sources.items():
-    if task not in NON_ACT:
-      raise config_lib.ConfigError(f"config.data.sources.{task}: not a G-VUE non-Act task; "
-                                   f"known: {list(NON_ACT)}")
+    if task not in RUNNABLE:
+      raise config_lib.ConfigError(f"config.data.sources.{task}: not a G-VUE task with data; "
+                                   f"known: {list(RUNNABLE)}")
     sources.SOURCES.get(source)
   text_lib.check_spec(config.text_encoder)
+  if "manipulation" in config.tasks:
+    m = "manipulation"
+    config_lib.require_choice(config, f"{m}.tasks", tabletop_tasks.TASKS.names())
+    config_lib.require_ints(config, tuple(f"{m}.{k}" for k in (
+        "demos", "episodes", "n_rotations", "crop", "width", "transport_dim")))
+    config_lib.require_ints(config, (f"{m}.seen_episodes",), minimum=0)
 
 
 def data_root(config) -> str:
@@ -86,31 +119,66 @@ def data_root(config) -> str:
 
 
 def run(config) -> str:
-  grid = grid_lib.Grid("gvue", config.workdir, grid_lib.config_hash(config, NOT_HASHED))
-  units = [grid_lib.Unit((t, p, s), (Cell(benchmark="gvue", task=t, pvr=p, seed=s),))
-           for t in config.tasks for p in config.pvrs for s in config.seeds]
-  text_encoder = None
-  for task, task_units in grid.groups(grid.todo(units), by=lambda u: u.key[0]).items():
-    train, test = (_split(config, task, name) for name in ("train", "test"))
-    if task in split_lib.TEXT_TASKS and text_encoder is None:
+  text_encoder, rows = None, []
+  for task in config.tasks:
+    grid = grid_lib.Grid("gvue", config.workdir, task_hash(config, task))
+    units = [grid_lib.Unit((task, p, s), (Cell(benchmark="gvue", task=task, pvr=p, seed=s),))
+             for p in config.pvrs for s in config.seeds]
+    todo = grid.todo(units)
+    if todo and task in split_lib.TEXT_TASKS and text_encoder is None:
       text_encoder = text_lib.load(config.text_encoder)
-    for pvr, pvr_units in grid.groups(task_units, by=lambda u: u.key[1]).items():
-      feats = {name: _features(config, task, pvr, name, split, text_encoder)
-               for name, split in (("train", train), ("test", test))}
-      for unit in grid.pending(pvr_units):
-        start = time.perf_counter()
-        values, predictions = fit_and_score(config, task, feats, train, test,
-                                            seed=unit.key[2])
-        _save_preview(config, task, pvr, unit.key[2], predictions)
-        record = {**values, "task_score": gvue.task_score(task, gvue.declared(task, values)),
-                  "train_examples": len(train), "test_examples": len(test),
-                  "seconds": time.perf_counter() - start}
-        grid.record(unit.cells[0], record)
-        print(f"gvue {task} {pvr} seed {unit.key[2]}: "
-              + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
-  text = write_report(config, grid.rows(benchmark="gvue"))
+    if todo:
+      run_task = _run_manipulation if task == "manipulation" else _run_task
+      run_task(config, grid, task, todo, text_encoder)
+    rows += grid.rows(benchmark="gvue", task=task)
+  text = write_report(config, rows)
   print(text)
   return text
+
+
+def task_hash(config, task: str) -> str:
+  """The hash a task's cells are stored under: the config less what the task never reads (the
+  Act tasks' sections for the others, and the label decoder's settings for manipulation)."""
+  unread = ACT_ONLY if task not in ACT else PERCEPTION_ONLY
+  return grid_lib.config_hash(config, NOT_HASHED + unread)
+
+
+def _run_task(config, grid, task: str, units, text_encoder) -> None:
+  train, test = (_split(config, task, name) for name in ("train", "test"))
+  for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
+    feats = {name: _features(config, task, pvr, name, split, text_encoder)
+             for name, split in (("train", train), ("test", test))}
+    for unit in grid.pending(pvr_units):
+      start = time.perf_counter()
+      values, predictions = fit_and_score(config, task, feats, train, test, seed=unit.key[2])
+      _save_preview(config, task, pvr, unit.key[2], predictions)
+      _record(grid, unit, values, start, train_examples=len(train), test_examples=len(test))
+
+
+def _run_manipulation(config, grid, task: str, units, text_encoder) -> None:
+  """Demos (cached) -> each PVR's features of them (cached) -> per seed a decoder trained and
+  run closed loop with the PVR on unseen episodes."""
+  demos = _split(config, task, "train")
+  for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
+    feats = _features(config, task, pvr, "train", demos, text_encoder)
+    frame = tabletop_demos.Frame.make(config.image_size, feats["p0"].shape[1])
+    encoder = zoo.load(pvr, img_size=config.image_size)
+    for unit in grid.pending(pvr_units):
+      start = time.perf_counter()
+      values = manipulation.fit_and_score(config.manipulation, frame, feats,
+                                          tabletop_demos.from_split(demos), encoder,
+                                          text_encoder, seed=unit.key[2])
+      _record(grid, unit, values, start, train_examples=len(demos),
+              test_episodes=config.manipulation.episodes * len(config.manipulation.tasks))
+
+
+def _record(grid, unit, values: dict, start: float, **sizes) -> None:
+  task = unit.key[0]
+  record = {**values, "task_score": gvue.task_score(task, gvue.declared(task, values)),
+            **sizes, "seconds": time.perf_counter() - start}
+  grid.record(unit.cells[0], record)
+  print(f"gvue {task} {unit.key[1]} seed {unit.key[2]}: "
+        + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
 
 
 def write_report(config, rows) -> str:
@@ -133,6 +201,8 @@ def write_report(config, rows) -> str:
 
 def _split(config, task: str, name: str):
   num = config.data.num_train if name == "train" else config.data.num_test
+  if task == "manipulation":
+    num = config.manipulation.demos
   return sources.load_or_make(
       data_root(config), task, config.data.sources.get(task, sources.DEFAULT_SOURCE[task]),
       name, num, config.data.seed, config.image_size, **_options(config, task))
@@ -141,14 +211,21 @@ def _split(config, task: str, name: str):
 def _options(config, task: str) -> dict:
   if task == "reconstruction_3d":
     return {"resolution": config.data.resolution}
+  if task == "manipulation":
+    m = config.manipulation
+    return {"tasks": tuple(m.tasks), "n_rotations": m.n_rotations, **_real_paths(config, task)}
+  return _real_paths(config, task)
+
+
+def _real_paths(config, task: str) -> dict:
   paths = config.real_paths.to_dict() if config.real_paths else {}
   return {"real_paths": paths} if paths.get(task) else {}
 
 
 def _features(config, task, pvr, name, split, text_encoder) -> dict:
-  head = heads.HEADS[task]
+  inputs = MANIPULATION_INPUTS if task == "manipulation" else heads.HEADS[task].inputs
   encoder = zoo.load(pvr, img_size=config.image_size)
-  fingerprint = {"pvr": pvr, "size": config.image_size, "inputs": head.inputs,
+  fingerprint = {"pvr": pvr, "size": config.image_size, "inputs": inputs,
                  "text": config.text_encoder, "max_len": config.text_max_len}
 
   def compute():
@@ -157,15 +234,18 @@ def _features(config, task, pvr, name, split, text_encoder) -> dict:
       out = {"map": features_lib.problem_features(apply, split.images, config.feature_batch)}
     else:
       out = features_lib.image_features(apply, split.images,
-                                        [k for k in head.inputs if k != "text"],
+                                        [k for k in inputs if k != "text"],
                                         config.feature_batch)
-    if "text" in head.inputs:
+    if "text" in inputs:
       out.update(features_lib.text_features(text_encoder.encode, task, split,
                                             config.text_max_len))
     return out
 
   return features_lib.load_or_compute(data_root(config), task, pvr, name, split, fingerprint,
                                       compute)
+
+
+MANIPULATION_INPUTS = (*manipulation.PYRAMID, "text")
 
 
 def fit_and_score(config, task: str, feats: dict, train, test, seed: int):

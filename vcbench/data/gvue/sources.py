@@ -14,6 +14,8 @@ machine (the datasets G-VUE uses are manual downloads):
                                            `nav` for scene-graph questions
   commonsense_reasoning   nav              VCR-format multiple choice built from scenes
   abstract_reasoning      bongard          Bongard problems from MetaWorld contact labels
+  manipulation            tabletop         the oracle's demos on the MuJoCo tabletop (seen
+                                           split; `num` episodes per task, not steps)
 
 `real` reads the dataset G-VUE uses from the files a user has (`formats.LOADERS`; its paths come
 from the config's `real_paths.<task>`). Made splits are cached under
@@ -37,7 +39,8 @@ SOURCES = Registry("G-VUE data source")
 DEFAULT_SOURCE = {
     "depth_estimation": "nav", "camera_pose": "nav", "reconstruction_3d": "shapes3d",
     "image_text_retrieval": "nav", "phrase_grounding": "nav", "semantic_segmentation": "nav",
-    "vqa": "easy_vqa", "commonsense_reasoning": "nav", "abstract_reasoning": "bongard"}
+    "vqa": "easy_vqa", "commonsense_reasoning": "nav", "abstract_reasoning": "bongard",
+    "manipulation": "tabletop"}
 # Part of every cache key: bump it when a generator's output changes, so that caches made by
 # older code are not read as the new data.
 GENERATORS_VERSION = 2
@@ -70,14 +73,44 @@ def _bongard(task, split, num, seed, size, **_):
   return bongard.make_split(split, num, seed, size)
 
 
+@SOURCES.register("tabletop")
+def _tabletop(task, split, num, seed, size, tasks=(), n_rotations=36, **_):
+  _only(task, "manipulation", "tabletop")
+  if split != "train":
+    raise UserError(f"G-VUE manipulation: the tabletop makes demos (a train split) only, not "
+                    f"{split!r}; its test is closed-loop episodes.")
+  from vcbench.data.gvue import tabletop_demos as demos_lib
+  frame = demos_lib.Frame.make(size, size // 4)
+  demos = demos_lib.collect_demos(tasks, num, frame, n_rotations, split="seen", first_seed=seed)
+  return demos_lib.as_split(demos, tasks, f"tabletop oracle, seen split, {num} episodes per "
+                                          f"task from seed {seed}")
+
+
 @SOURCES.register("real")
-def _real(task, split, num, seed, size, real_paths: Any = None, **_):
+def _real(task, split, num, seed, size, real_paths: Any = None, **options):
   paths = dict(real_paths or {}).get(task)
   if not paths:
     raise UserError(f"G-VUE {task}: source 'real' needs config.real_paths.{task} (the dataset's "
                     f"files; see vcbench/data/gvue/formats.py).")
+  if task == "manipulation":
+    return _cliport(split, num, size, options.get("n_rotations", 36), **dict(paths))
   from vcbench.data.gvue import formats
   return formats.LOADERS.get(task)(**dict(paths), split=split, size=size, limit=num or None)
+
+
+def _cliport(split: str, num: int, size: int, n_rotations: int, root: str = "",
+             tasks: Any = None, mode: str = "train"):
+  """CLIPort's recorded demos (`real_paths.manipulation.root`, optionally `.tasks`: CLIPort
+  task names, and `.mode`) as the manipulation train split."""
+  from vcbench.data.gvue import cliport
+  from vcbench.data.gvue import tabletop_demos as demos_lib
+  if split != "train":
+    raise UserError(f"G-VUE manipulation: CLIPort's demos make a train split only, not "
+                    f"{split!r}; its test is closed-loop episodes.")
+  frame = demos_lib.Frame.make(size, size // 4)
+  tasks = list(tasks) if tasks else cliport.task_names(root, mode)
+  demos = cliport.load_demos(root, frame, n_rotations, tasks, limit=num or None, mode=mode)
+  return demos_lib.as_split(demos, tasks, f"CLIPort demos in {root} ({mode})")
 
 
 def _only(task: str, expected: str, source: str) -> None:

@@ -19,10 +19,15 @@ Targets per task (`TARGETS`; `check` enforces them):
   vqa                     answer       int32   [N]        index into meta["answers"]
   commonsense_reasoning   answer       int32   [N]        index of the right choice (texts[i][1:])
   abstract_reasoning      label        int32   [N]        1 if the query shows the concept
+  manipulation            pick, place  float32 [N, 2]     grid cells (`gvue_manipulation.Frame`)
+                          rotation     int32   [N]        the place rotation's bin
+                          task         int32   [N]        index into meta["tasks"]
 Images are uint8 [N, H, W, 3]; for abstract_reasoning [N, 13, H, W, 3]: six positives, six
 negatives, then the query. Texts: per example a tuple of strings -- (question,) for VQA,
 (expression,) for grounding, (question, choice_0, ..., choice_3) for commonsense, the captions
-for retrieval, () for tasks without text.
+for retrieval, (instruction,) for manipulation, () for tasks without text. A manipulation split
+holds demonstration steps (the oracle's, or CLIPort's recorded ones), not test examples: its
+test is closed-loop episodes.
 """
 from __future__ import annotations
 
@@ -44,8 +49,11 @@ TARGETS = {
     "vqa": {"answer": (np.integer, 1)},
     "commonsense_reasoning": {"answer": (np.integer, 1)},
     "abstract_reasoning": {"label": (np.integer, 1)},
+    "manipulation": {"pick": (np.floating, 2), "place": (np.floating, 2),
+                     "rotation": (np.integer, 1), "task": (np.integer, 1)},
 }
-TEXT_TASKS = ("image_text_retrieval", "phrase_grounding", "vqa", "commonsense_reasoning")
+TEXT_TASKS = ("image_text_retrieval", "phrase_grounding", "vqa", "commonsense_reasoning",
+              "manipulation")
 
 
 class SplitError(UserError, ValueError):
@@ -78,7 +86,7 @@ def check(split: Split) -> Split:
   """`split`, or a SplitError naming what is wrong."""
   where = f"{split.task} split from {split.source or '<unnamed source>'}"
   if split.task not in TARGETS:
-    raise SplitError(f"{where}: unknown task {split.task!r}; G-VUE's non-Act tasks: "
+    raise SplitError(f"{where}: unknown task {split.task!r}; the tasks with splits: "
                      f"{sorted(TARGETS)}.")
   image_rank = 5 if split.task == "abstract_reasoning" else 4
   _expect(where, "images", split.images, np.uint8, image_rank)
@@ -102,6 +110,9 @@ def check(split: Split) -> Split:
     raise SplitError(f"{where}: {len(split.scene)} scene names for {n} images.")
   if split.task == "vqa" and "answers" not in split.meta:
     raise SplitError(f"{where}: meta['answers'] (the answer vocabulary) is missing.")
+  if split.task == "manipulation" and "tasks" not in split.meta:
+    raise SplitError(f"{where}: meta['tasks'] (the task names `targets['task']` indexes) is "
+                     f"missing.")
   if split.task == "semantic_segmentation" and "num_classes" not in split.meta:
     raise SplitError(f"{where}: meta['num_classes'] is missing.")
   return split
