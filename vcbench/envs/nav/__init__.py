@@ -13,6 +13,7 @@ apartments, rendered by a grid ray caster, all inside jit. Layout:
   episodes.py  seeded episode sets with their geodesic fields
   env.py       the agent and the functional env
   expert.py    the shortest-path expert (ObjectNav imitation)
+  viewpoints.py  viewpoint graphs and their panoramas (vision-language navigation)
 """
 from __future__ import annotations
 
