@@ -16,7 +16,7 @@ Variants (`:arg`):
          128-wide label decoder (feed-forward 512), 24 epochs at batch 32 and lr 1e-3 (the
          paper's 1e-4 leaves these few hundred steps far from converged: depth AbsRel 1.81 vs
          0.26, 3-D mIoU 0 vs 39 for in1k_mobilenetv2 at 30 epochs); manipulation with 100
-         demos and 20 unseen episodes per task.
+         demos, 30 epochs, and 50 unseen (and 50 seen) test episodes per task.
   tiny   a smoke run: 64 px, 32 / 16 examples, a 1-layer decoder, 2 epochs, one random PVR;
          manipulation on one task with 2 demos and 1 test episode.
 Data come from vcbench's generators (vcbench-nav scenes, packaged meshes, MetaWorld, easy-VQA,
@@ -42,7 +42,8 @@ def get_config(arg=None):
     c.decoder.width, c.decoder.depth, c.decoder.num_heads, c.decoder.mlp_dim = 128, 2, 4, 512
     c.optim.epochs, c.optim.batch_size, c.optim.lr = 24, 32, 1e-3
     m = c.manipulation
-    m.demos, m.episodes = 100, 20
+    m.demos, m.episodes, m.seen_episodes = 100, 50, 50
+    m.optim.epochs = 30
   elif arg == "tiny":
     c.workdir = "runs/gvue_tiny"
     c.pvrs = ("random_vit_ti",)

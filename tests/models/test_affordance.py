@@ -92,3 +92,20 @@ def test_decoder_shapes_and_language_dependence():
                              atol=1e-5)
   other = model.apply(variables, pyramid, text.at[0, 0].add(1.0), mask)[0][0]
   assert float(jnp.abs(other[0] - pick[0]).max()) > 1e-4
+
+
+def test_the_decoder_tells_which_colour_is_picked_and_which_is_the_place():
+  """The same words in another order ("red blocks in a green bowl" vs "green blocks in a red
+  bowl") must condition the maps differently; a mean over tokens would make them equal."""
+  from vcbench.models import text as text_lib
+  encoder = text_lib.load("hashed_words")
+  text, mask = encoder.encode(["put the red blocks in a green bowl",
+                               "put the green blocks in a red bowl"], 12)
+  text, mask = jnp.asarray(text), jnp.asarray(mask)
+  keys = jax.random.split(jax.random.key(7), 5)
+  pyramid = [jax.random.normal(keys[i], (1, 8 // 2 ** i, 8 // 2 ** i, 8)).repeat(2, 0)
+             for i in range(4)]
+  model = affordance.AffordanceDecoder(width=16, transport_dim=4)
+  variables = model.init(keys[4], pyramid, text, mask)
+  (pick, _, _), _ = model.apply(variables, pyramid, text, mask)
+  assert float(jnp.abs(pick[0] - pick[1]).max()) > 1e-3

@@ -103,8 +103,8 @@ _task("commonsense_reasoning", "reason", (_ACC,), "label", 4, 128, 20)
 _task("abstract_reasoning", "reason", (_ACC,), "label", 2, 32, 30, scored_splits=("test",))
 _task("navigation", "act", (Metric("success", "Succ."), Metric("spl", "SPL")), "act", 0, 0, 0,
       scored_splits=("unseen",), unscored=("success",))
-_task("manipulation", "act", (Metric("score", "Score"),), "act", 0, 0, 0,
-      scored_splits=("unseen",))
+_task("manipulation", "act", (Metric("score", "Score"), Metric("success", "Succ.")), "act", 0, 0,
+      0, scored_splits=("unseen",), unscored=("success",))
 
 
 def percent(metric: Metric, value: float) -> float:

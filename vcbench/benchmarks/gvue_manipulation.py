@@ -127,8 +127,9 @@ def make_policy(encoder_apply: Callable, model, variables, text_encoder, frame: 
 
 def evaluate(policy: Callable, task_names: Sequence[str], episodes: int, frame: Frame,
              n_rotations: int, split: str = "unseen", first_seed: int = 0) -> dict[str, float]:
-  """Ravens' score x100 and success % per task, and `score@<split>` their mean."""
-  values, scores = {}, []
+  """Ravens' score x100 and success % per task, and `score@<split>`, `success@<split>` their
+  means over the tasks."""
+  values, scores, successes = {}, [], []
   for name in task_names:
     runs = []
     for seed in range(first_seed, first_seed + episodes):
@@ -143,5 +144,7 @@ def evaluate(policy: Callable, task_names: Sequence[str], episodes: int, frame: 
     values[f"{name}_score@{split}"] = score
     values[f"{name}_success@{split}"] = 100 * float(np.mean([r[1] for r in runs]))
     scores.append(score)
+    successes.append(values[f"{name}_success@{split}"])
   values[f"score@{split}"] = float(np.mean(scores))
+  values[f"success@{split}"] = float(np.mean(successes))
   return values

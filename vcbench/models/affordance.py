@@ -8,8 +8,12 @@ multiplying them in. G-VUE keeps CLIPort's semantic stream on the PVR's feature 
 drops its spatial (depth) stream so only the PVR's features carry the image.
 
 `AffordanceDecoder` here, on the pyramid (strides 4-32) of the frozen PVR:
-  * each level: Linear(C_i -> width) times Linear(text -> width) of the masked mean of the
-    instruction's tokens (CLIPort's `mult` fusion), resized bilinearly to the stride-4 grid;
+  * the instruction: its T token vectors (padding zeroed) flattened and mapped by a Linear and
+    ReLU to one sentence vector (CLIPort takes CLIP's sentence embedding). A mean over tokens
+    would not do: "put the red blocks in a green bowl" and "put the green blocks in a red bowl"
+    hold the same words, so their means are equal whatever the positions added to each token;
+  * each level: Linear(C_i -> width) times Linear(sentence -> width) (CLIPort's `mult`
+    fusion), resized bilinearly to the stride-4 grid;
     the levels concatenated coarsest first and fused by a Linear and ReLU (SegFormer's head);
   * three 1x1 heads on the fused map: pick logits [B, h, w], and the transport's key and query
     maps [B, h, w, transport_dim];
@@ -36,18 +40,13 @@ from vcbench.models import resize
 from vcbench.models.gvue_decoders import check_pyramid
 
 
-def sentence(text: jax.Array, mask: jax.Array) -> jax.Array:
-  """Masked mean of token features [B, T, D] -> [B, D]."""
-  m = mask.astype(text.dtype)[..., None]
-  return (text * m).sum(1) / jnp.maximum(m.sum(1), 1.0)
-
-
 class AffordanceDecoder(nn.Module):
   """Pyramid + instruction -> (pick logits [B, h, w], key [B, h, w, D], query [B, h, w, D]).
 
   Intermediates: `fused`, the language-conditioned map."""
   width: int = 64
   transport_dim: int = 16
+  sentence_dim: int = 256
 
   @nn.compact
   def __call__(self, pyramid: Sequence, text: jax.Array, text_mask: jax.Array, *,
@@ -55,7 +54,9 @@ class AffordanceDecoder(nn.Module):
     del train
     check_pyramid(pyramid)
     size = tuple(pyramid[0].shape[1:3])
-    lang = sentence(text.astype(jnp.float32), text_mask)
+    tokens = text.astype(jnp.float32) * text_mask.astype(jnp.float32)[..., None]
+    lang = nn.relu(nn.Dense(self.sentence_dim, name="sentence")(
+        tokens.reshape(tokens.shape[0], -1)))
     levels = []
     for i, fmap in enumerate(pyramid):
       v = nn.Dense(self.width, name=f"visual_{i}")(fmap.astype(jnp.float32))
