@@ -5,7 +5,9 @@ cached; for each PVR its features are computed once per split and cached; for ea
 decoder is trained on the train features and scored on the test split. One store record per
 (task, PVR, seed) holds the task's metrics (keyed as `benchmarks.gvue.TASKS` declares them) and
 its task score; the report is a table like the paper's Table 3 with the summary score over the
-tasks run. configs/gvue.py has the variants and launch commands.
+tasks run. Manipulation's "split" is the oracle's (or CLIPort's) demos and its test is
+closed-loop episodes with the PVR in the loop (`benchmarks/gvue_manipulation.py`).
+configs/gvue.py has the variants and launch commands.
 """
 from __future__ import annotations
 
