@@ -9,6 +9,7 @@ from vcbench.algos import decoder as decoder_lib
 from vcbench.algos import runner
 from vcbench.benchmarks import gvue_manipulation as gm
 from vcbench.data.gvue import features as features_lib
+from vcbench.data.gvue import tabletop_demos
 from vcbench.models import affordance, text as text_lib, zoo
 
 pytest.importorskip("mujoco")
@@ -19,8 +20,8 @@ def test_tiny_train_and_closed_loop_evaluation():
   enc = zoo.load("random_vit_ti", img_size=size)
   apply = features_lib.jitted_encoder(enc)
   grid = apply(jnp.zeros((1, size, size, 3), jnp.uint8))["pyramid"][0].shape[1]
-  frame = gm.Frame.make(size, grid)
-  d = gm.collect_demos(["put_block_in_bowl", "packing_shapes"], 2, frame, n_rot)
+  frame = tabletop_demos.Frame.make(size, grid)
+  d = tabletop_demos.collect_demos(["put_block_in_bowl", "packing_shapes"], 2, frame, n_rot)
   feats = features_lib.image_features(apply, d["image"], gm.PYRAMID, 8)
   te = text_lib.load("hashed_words")
   text, mask = te.encode(d["instruction"], 12)

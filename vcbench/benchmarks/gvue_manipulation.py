@@ -25,12 +25,10 @@ import numpy as np
 
 from vcbench.algos import decoder as decoder_lib
 from vcbench.algos import runner
-from vcbench.data.gvue.tabletop_demos import Frame, collect_demos  # noqa: F401
+from vcbench.data.gvue.features import PYRAMID
+from vcbench.data.gvue.tabletop_demos import Frame
 from vcbench.envs.mujoco import tabletop_tasks as tasks_lib
 from vcbench.models import affordance
-
-PYRAMID = ("p0", "p1", "p2", "p3")
-
 
 def _cross_entropy(logits: jax.Array, target: jax.Array) -> jax.Array:
   flat = logits.reshape(logits.shape[0], -1)

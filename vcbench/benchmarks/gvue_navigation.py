@@ -42,6 +42,7 @@ import optax
 from vcbench.algos import bc
 from vcbench.algos import decoder as decoder_lib
 from vcbench.algos import runner
+from vcbench.data.gvue import features as features_lib
 from vcbench.data.gvue import r2r, vln
 from vcbench.envs.nav import render as rd
 from vcbench.envs.nav import scenes, textures
@@ -115,10 +116,9 @@ def pooled_tokens(apply: Callable, images: np.ndarray, batch_size: int = 64) -> 
   """uint8 [N, h, w, 3] -> float16 [N, C]: the last layer's tokens averaged (one compiled batch
   shape: the last batch is padded by repeats)."""
   out = []
-  for start in range(0, len(images), batch_size):
-    idx = np.minimum(np.arange(start, start + batch_size), len(images) - 1)
+  for idx, keep in features_lib.padded_batches(len(images), batch_size):
     tokens = apply(jnp.asarray(images[idx]))["tokens"].astype(jnp.float32).mean(1)
-    out.append(np.asarray(tokens[:min(batch_size, len(images) - start)]).astype(np.float16))
+    out.append(np.asarray(tokens[:keep]).astype(np.float16))
   return np.concatenate(out)
 
 

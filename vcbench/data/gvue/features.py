@@ -47,15 +47,20 @@ def example_text(task: str, texts: Sequence[str]) -> str:
   return texts[0]
 
 
+def padded_batches(n: int, batch_size: int):
+  """(indices [batch_size], how many are real) over n examples; the last batch is padded by
+  repeating the last example, so one compiled shape serves every batch."""
+  for start in range(0, n, batch_size):
+    yield np.minimum(np.arange(start, start + batch_size), n - 1), min(batch_size, n - start)
+
+
 def image_features(apply: Callable, images: np.ndarray, keys: Sequence[str],
                    batch_size: int = 32) -> dict[str, np.ndarray]:
   """`apply(uint8 images) -> {'tokens', 'pyramid'}` over `images` in batches -> the `keys` of
   {map, p0..p3} as float16 arrays (the last batch padded, so one compiled shape serves all)."""
-  n, out = len(images), {k: [] for k in keys}
-  for start in range(0, n, batch_size):
-    idx = np.minimum(np.arange(start, start + batch_size), n - 1)
+  out = {k: [] for k in keys}
+  for idx, keep in padded_batches(len(images), batch_size):
     enc = apply(jnp.asarray(images[idx]))
-    keep = min(batch_size, n - start)
     if "map" in out:
       tokens = np.asarray(enc["tokens"])
       g = int(round(np.sqrt(tokens.shape[1])))

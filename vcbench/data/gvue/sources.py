@@ -76,11 +76,8 @@ def _bongard(task, split, num, seed, size, **_):
 @SOURCES.register("tabletop")
 def _tabletop(task, split, num, seed, size, tasks=(), n_rotations=36, **_):
   _only(task, "manipulation", "tabletop")
-  if split != "train":
-    raise UserError(f"G-VUE manipulation: the tabletop makes demos (a train split) only, not "
-                    f"{split!r}; its test is closed-loop episodes.")
   from vcbench.data.gvue import tabletop_demos as demos_lib
-  frame = demos_lib.Frame.make(size, size // 4)
+  frame = _demo_frame("the tabletop's oracle demos", split, size)
   demos = demos_lib.collect_demos(tasks, num, frame, n_rotations, split="seen", first_seed=seed)
   return demos_lib.as_split(demos, tasks, f"tabletop oracle, seen split, {num} episodes per "
                                           f"task from seed {seed}")
@@ -104,13 +101,20 @@ def _cliport(split: str, num: int, size: int, n_rotations: int, root: str = "",
   task names, and `.mode`) as the manipulation train split."""
   from vcbench.data.gvue import cliport
   from vcbench.data.gvue import tabletop_demos as demos_lib
-  if split != "train":
-    raise UserError(f"G-VUE manipulation: CLIPort's demos make a train split only, not "
-                    f"{split!r}; its test is closed-loop episodes.")
-  frame = demos_lib.Frame.make(size, size // 4)
+  frame = _demo_frame("CLIPort's demos", split, size)
   tasks = list(tasks) if tasks else cliport.task_names(root, mode)
   demos = cliport.load_demos(root, frame, n_rotations, tasks, limit=num or None, mode=mode)
   return demos_lib.as_split(demos, tasks, f"CLIPort demos in {root} ({mode})")
+
+
+def _demo_frame(what: str, split: str, size: int):
+  """The manipulation demos' geometry; refuses any split but train (demos are the only data
+  the task has: its test is closed-loop episodes)."""
+  from vcbench.data.gvue import tabletop_demos as demos_lib
+  if split != "train":
+    raise UserError(f"G-VUE manipulation: {what} make a train split only, not {split!r}; its "
+                    f"test is closed-loop episodes.")
+  return demos_lib.Frame.make(size, size // 4)
 
 
 def _only(task: str, expected: str, source: str) -> None:

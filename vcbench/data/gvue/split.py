@@ -19,7 +19,7 @@ Targets per task (`TARGETS`; `check` enforces them):
   vqa                     answer       int32   [N]        index into meta["answers"]
   commonsense_reasoning   answer       int32   [N]        index of the right choice (texts[i][1:])
   abstract_reasoning      label        int32   [N]        1 if the query shows the concept
-  manipulation            pick, place  float32 [N, 2]     grid cells (`gvue_manipulation.Frame`)
+  manipulation            pick, place  float32 [N, 2]     grid cells (`tabletop_demos.Frame`)
                           rotation     int32   [N]        the place rotation's bin
                           task         int32   [N]        index into meta["tasks"]
 Images are uint8 [N, H, W, 3]; for abstract_reasoning [N, 13, H, W, 3]: six positives, six
