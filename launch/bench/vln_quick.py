@@ -6,12 +6,10 @@ episodes, then SR/SPL on seen and unseen apartments, beside the random walk.
 
 `--pvr=blind` reuses the view-feature shapes of `random_vit_ti` (computed first if missing),
 zeroed, so the agent reads only the instruction and the candidates' directions. Splits and
-features are cached under --cache (pickles; delete them after a code change).
+features are cached under --cache, keyed as the G-VUE job keys them.
 """
 from __future__ import annotations
 
-import os
-import pickle
 import time
 
 import numpy as np
@@ -20,7 +18,7 @@ from absl import flags
 from launch import cli
 from vcbench.benchmarks import gvue_navigation as nav
 from vcbench.data.gvue import features as features_lib
-from vcbench.data.gvue import vln
+from vcbench.data.gvue import vln, vln_features
 from vcbench.models import text as text_lib
 from vcbench.models import zoo
 
@@ -30,34 +28,17 @@ _CACHE = flags.DEFINE_string("cache", "runs/vln_quick", "where splits and featur
 _SEED = flags.DEFINE_integer("seed", 0, "training seed")
 
 
-def _cached(path: str, make):
-  if os.path.exists(path):
-    with open(path, "rb") as f:
-      return pickle.load(f)
-  value = make()
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path + ".tmp", "wb") as f:
-    pickle.dump(value, f)
-  os.replace(path + ".tmp", path)
-  return value
-
-
-def _features(config, episodes, pvr: str) -> dict:
-  def make():
-    apply = features_lib.jitted_encoder(zoo.load(pvr, img_size=config.image_size))
-    out = {s: nav.split_features(e, apply, config.image_size, config.headings)
-           for s, e in episodes.items() if s != "val_seen"}
-    out["val_seen"] = out["train"]   # val_seen's paths run in the train apartments.
-    return out
-  return _cached(f"{_CACHE.value}/features_{_BUDGET.value}_{pvr}_{config.image_size}.pkl", make)
+def _features(config, splits, pvr: str) -> dict:
+  return vln_features.load_or_compute_features(
+      _CACHE.value, config, pvr, splits,
+      lambda: features_lib.jitted_encoder(zoo.load(pvr, img_size=config.image_size)))
 
 
 def main(argv):
   del argv
   config = nav.default_config(_BUDGET.value)
   start = time.perf_counter()
-  episodes = _cached(f"{_CACHE.value}/splits_{_BUDGET.value}.pkl",
-                     lambda: nav.make_splits(config))
+  episodes = vln_features.load_or_make_splits(_CACHE.value, config)
   if _PVR.value == "blind":
     feats = {s: dict(f, views=np.zeros_like(f["views"]))
              for s, f in _features(config, episodes, "random_vit_ti").items()}

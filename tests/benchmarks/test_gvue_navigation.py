@@ -16,6 +16,7 @@ import pytest
 from vcbench.benchmarks import gvue
 from vcbench.benchmarks import gvue_navigation as nav
 from vcbench.data.gvue import r2r, vln
+from vcbench.data.gvue import vln_features as vf
 from vcbench.envs.nav import viewpoints as vp
 from vcbench.models import text as text_lib
 from vcbench.models import vln_agent
@@ -38,16 +39,16 @@ def config():
 
 @functools.lru_cache(maxsize=None)
 def splits():
-  return nav.make_splits(config())
+  return vf.make_splits(config())
 
 
 @functools.lru_cache(maxsize=None)
 def features():
   c, eps = config(), splits()
-  train = nav.split_features(eps["train"], block_colours, c.image_size, c.headings)
+  train = vf.split_features(eps["train"], block_colours, c.image_size, c.headings)
   assert eps["val_seen"].scans == eps["train"].scans    # the same apartments: same panoramas
   return {"train": train, "val_seen": train,
-          "val_unseen": nav.split_features(eps["val_unseen"], block_colours, c.image_size,
+          "val_unseen": vf.split_features(eps["val_unseen"], block_colours, c.image_size,
                                            c.headings)}
 
 
@@ -62,7 +63,7 @@ def world_and_examples():
 
 def test_pooled_tokens_average_the_tokens_of_each_image_in_fixed_batches():
   images = np.random.default_rng(0).integers(0, 256, (7, 32, 32, 3), dtype=np.uint8)
-  pooled = nav.pooled_tokens(block_colours, images, batch_size=4)
+  pooled = vf.pooled_tokens(block_colours, images, batch_size=4)
   expected = np.asarray(block_colours(jnp.asarray(images))["tokens"]).mean(1)
   assert pooled.dtype == np.float16 and pooled.shape == (7, 24)
   np.testing.assert_allclose(pooled, expected, atol=1e-3)
@@ -91,7 +92,7 @@ def test_r2r_features_are_the_level_row_of_each_viewpoint(tmp_path):
   views = {("scan0", v): np.arange(36 * 4, dtype=np.float32).reshape(36, 4) + 1000 * k
            for k, v in enumerate("abc")}
   r2r.save_features(str(tmp_path / "feats.npz"), views)
-  f = nav.r2r_features(r2r.ViewFeatures(str(tmp_path / "feats.npz")), eps)
+  f = vf.r2r_features(r2r.ViewFeatures(str(tmp_path / "feats.npz")), eps)
   assert f["views"].shape == (1, 3, 12, 4) and f["views"].dtype == np.float16
   np.testing.assert_array_equal(f["views"][0, 1], views[("scan0", "b")][12:24])
 

@@ -77,7 +77,11 @@ def assert_true_of_path(scene, g, path, heading, text, facts):
     assert node in path and sees(scene, g.pos[node].astype(float), inst), (text, node, inst)
     assert mentions(text, vln.CATEGORY_WORDS[int(scene.inst_cat[inst])])
   named = dict(facts.turns)
-  assert {k for k, w in enumerate(turns) if w != "straight"} <= set(named)
+  assert {k for k, w in enumerate(turns) if w != "straight"} <= set(named) | set(facts.by_sight)
+  assert not set(named) & set(facts.by_sight)
+  for leg in facts.by_sight:       # a part without its turn word names where it goes.
+    end = next((k for k in sorted(set(named) | set(facts.by_sight)) if k > leg), len(turns))
+    assert any(node == path[end] for node, _ in facts.rooms + facts.landmarks), (text, leg)
   for leg, word in named.items():
     assert turns[leg] == word
     assert mentions(text, vln.TURN_WORDS[word])

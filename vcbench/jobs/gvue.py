@@ -6,7 +6,11 @@ decoder is trained on the train features and scored on the test split. One store
 (task, PVR, seed) holds the task's metrics (keyed as `benchmarks.gvue.TASKS` declares them) and
 its task score; the report is a table like the paper's Table 3 with the summary score over the
 tasks run. Manipulation's "split" is the oracle's (or CLIPort's) demos and its test is
-closed-loop episodes with the PVR in the loop (`benchmarks/gvue_manipulation.py`).
+closed-loop episodes with the PVR in the loop (`benchmarks/gvue_manipulation.py`); navigation's
+are R2R-style episodes on viewpoint graphs, its features one vector per panorama view
+(`data/gvue/vln_features.py`) and its test the agent's greedy walks in unseen apartments
+(`benchmarks/gvue_navigation.py`), with its own image size and instruction length
+(`config.navigation`).
 configs/gvue.py has the variants and launch commands.
 """
 from __future__ import annotations
@@ -24,10 +28,12 @@ from vcbench.algos import runner
 from vcbench.benchmarks import gvue
 from vcbench.benchmarks import gvue_heads as heads
 from vcbench.benchmarks import gvue_manipulation as manipulation
+from vcbench.benchmarks import gvue_navigation as navigation
 from vcbench.data.gvue import features as features_lib
 from vcbench.data.gvue import sources
 from vcbench.data.gvue import split as split_lib
 from vcbench.data.gvue import tabletop_demos
+from vcbench.data.gvue import vln_features
 from vcbench.envs.mujoco import tabletop_tasks
 from vcbench.jobs import grid as grid_lib
 from vcbench.models import text as text_lib
@@ -38,13 +44,15 @@ from vcbench.viz import gvue_gallery as gallery
 from vcbench.store import Cell
 
 NON_ACT = tuple(t for t in gvue.TASKS.names() if gvue.TASKS.get(t).category != "act")
-ACT = ("manipulation",)         # The Act tasks this job runs.
+ACT = ("navigation", "manipulation")
 RUNNABLE = NON_ACT + ACT
 NOT_HASHED = ("workdir", "data_dir", "tasks", "pvrs", "seeds", "feature_batch")
-# Config parts only the Act tasks read, and only the others read (`task_hash`): the Act
+# Config parts only one Act task reads, and only the others read (`task_hash`): the Act
 # tasks' sections came after the other tasks' results were stored, which keep their hashes.
-ACT_ONLY = ("manipulation", "data.sources.manipulation")
+ACT_SECTIONS = {"manipulation": ("manipulation", "data.sources.manipulation"),
+                "navigation": ("navigation",)}
 PERCEPTION_ONLY = ("decoder", "optim", "data.num_train", "data.num_test", "data.resolution")
+NAVIGATION_READS = ("job", "protocol", "navigation", "text_encoder")
 GRIDS = ("tasks", "pvrs", "seeds")
 DIRS = ("workdir", "data_dir")
 
@@ -75,7 +83,14 @@ def default_config() -> ml_collections.ConfigDict:
   c.optim.epochs = 0              # 0 = the task's Table 5 epochs; likewise batch_size.
   c.optim.batch_size = 0
   c.manipulation = manipulation_config()
+  c.navigation = navigation_config("full")
   return c
+
+
+def navigation_config(budget: str) -> ml_collections.ConfigDict:
+  """The navigation task's section (`benchmarks/gvue_navigation.default_config`): its own image
+  size, instruction length and agent; budget "full" (R2R's scale), "quick" or "tiny"."""
+  return navigation.default_config(budget)
 
 
 def manipulation_config() -> ml_collections.ConfigDict:
@@ -114,6 +129,16 @@ def validate(config) -> None:
     config_lib.require_ints(config, tuple(f"{m}.{k}" for k in (
         "demos", "episodes", "n_rotations", "crop", "width", "transport_dim")))
     config_lib.require_ints(config, (f"{m}.seen_episodes",), minimum=0)
+  if "navigation" in config.tasks:
+    n = "navigation"
+    config_lib.require_choice(config, f"{n}.source", vln_features.SOURCES)
+    config_lib.require_ints(config, tuple(f"{n}.{k}" for k in (
+        "image_size", "headings", "max_len", "max_steps", "eval_batch")))
+    if config.navigation.source == "r2r":
+      for k in ("data_dir", "connectivity_dir", "features"):
+        if not config.navigation.r2r[k]:
+          raise config_lib.ConfigError(f"config.{n}.r2r.{k}: required with source 'r2r' "
+                                       "(gvue_navigation.default_config lists the files).")
 
 
 def data_root(config) -> str:
@@ -127,10 +152,11 @@ def run(config) -> str:
     units = [grid_lib.Unit((task, p, s), (Cell(benchmark="gvue", task=task, pvr=p, seed=s),))
              for p in config.pvrs for s in config.seeds]
     todo = grid.todo(units)
-    if todo and task in split_lib.TEXT_TASKS and text_encoder is None:
+    if todo and task in (*split_lib.TEXT_TASKS, "navigation") and text_encoder is None:
       text_encoder = text_lib.load(config.text_encoder)
     if todo:
-      run_task = _run_manipulation if task == "manipulation" else _run_task
+      run_task = {"manipulation": _run_manipulation, "navigation": _run_navigation}.get(
+          task, _run_task)
       run_task(config, grid, task, todo, text_encoder)
     rows += grid.rows(benchmark="gvue", task=task)
   text = write_report(config, rows)
@@ -140,8 +166,13 @@ def run(config) -> str:
 
 def task_hash(config, task: str) -> str:
   """The hash a task's cells are stored under: the config less what the task never reads (the
-  Act tasks' sections for the others, and the label decoder's settings for manipulation)."""
-  unread = ACT_ONLY if task not in ACT else PERCEPTION_ONLY
+  Act tasks' sections for the others, the label decoder's settings for manipulation, all but
+  its own section and the text encoder for navigation)."""
+  unread = tuple(k for t, keys in ACT_SECTIONS.items() if t != task for k in keys)
+  if task == "navigation":
+    unread = tuple(k for k in config.keys() if k not in NAVIGATION_READS)
+  elif task in ACT:
+    unread += PERCEPTION_ONLY
   return grid_lib.config_hash(config, NOT_HASHED + unread)
 
 
@@ -172,6 +203,22 @@ def _run_manipulation(config, grid, task: str, units, text_encoder) -> None:
                                           text_encoder, seed=unit.key[2])
       _record(grid, unit, values, start, train_examples=len(demos),
               test_episodes=config.manipulation.episodes * len(config.manipulation.tasks))
+
+
+def _run_navigation(config, grid, task: str, units, text_encoder) -> None:
+  """Episodes (cached) -> each PVR's panorama features (cached) -> per seed an agent trained
+  on train and run greedily on val_unseen (scored) and val_seen."""
+  n, root = config.navigation, data_root(config)
+  splits = vln_features.load_or_make_splits(root, n)
+  for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
+    feats = vln_features.load_or_compute_features(
+        root, n, pvr, splits,
+        lambda: features_lib.jitted_encoder(zoo.load(pvr, img_size=n.image_size)))
+    for unit in grid.pending(pvr_units):
+      start = time.perf_counter()
+      values = navigation.fit_and_score(n, feats, splits, text_encoder, seed=unit.key[2])
+      _record(grid, unit, values, start, train_paths=len(splits["train"]),
+              test_episodes=len(splits["val_unseen"]))
 
 
 def _record(grid, unit, values: dict, start: float, **sizes) -> None:

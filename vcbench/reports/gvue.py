@@ -84,11 +84,13 @@ def markdown(rows: Iterable[Mapping[str, Any]]) -> str:
     keys = sorted({k for p in pvrs for s in results[p].get(name, {}).values() for k in s},
                   key=lambda k: [m.name for m in task.metrics].index(task.parse(k)[0].name))
     for key in keys:
-      metric = task.parse(key)[0]
+      metric, split = task.parse(key)
       arrow = "↓" if metric.error else "↑"
       cells = [_fmt(*mean_interval(s[key] for s in results[p].get(name, {}).values()
                                    if key in s), _digits(metric)) for p in pvrs]
-      body.append([f"{task.category.title()} / {name}", f"{metric.label} {arrow}"] + cells)
+      where = f" ({split})" if split else ""
+      body.append([f"{task.category.title()} / {name}", f"{metric.label}{where} {arrow}"]
+                  + cells)
     body.append([f"{task.category.title()} / {name}", "task score"]
                 + [_fmt(*board[p]["tasks"].get(name, (math.nan, math.nan)), 2) for p in pvrs])
   partial = any(board[p]["partial"] for p in pvrs)

@@ -23,6 +23,10 @@ the heading frame MatterSim's (0 along +y, turning right positive), which is R2R
 Where this differs from MatterSim: nothing is rendered, so an agent sees only the features the
 user provides, one vector per discrete view; there is no continuous camera (no elevation
 changes or arbitrary headings between views), which R2R's panoramic-action agents do not use.
+
+`write_split` / `level_row_features` / `save_features` write vcbench-nav episodes and view
+features in this layout, for R2R agents written elsewhere; read back, they train the G-VUE
+job's agent to the same metrics as the generated episodes (tests/jobs/test_gvue_job.py).
 """
 from __future__ import annotations
 
@@ -187,3 +191,45 @@ class ViewFeatures:
 def save_features(path: str, features: dict[tuple[str, str], np.ndarray]) -> None:
   """Writes {(scan, viewpoint): [views, C]} as the .npz ViewFeatures reads."""
   np.savez(path, **{ViewFeatures.key(s, v): np.asarray(a) for (s, v), a in features.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing: vcbench-nav episodes in R2R's layout (for other R2R agents, and to test the reader).
+
+def write_split(episodes: vln.Episodes, data_dir: str, connectivity_dir: str) -> None:
+  """Writes R2R_{split}.json and each scan's connectivity file. Positions are written with x
+  and y swapped, a mirror under which vcbench's headings (atan2(dy, dx)) are MatterSim's
+  (atan2(dx, dy)): headings, distances and views carry over unchanged."""
+  os.makedirs(data_dir, exist_ok=True)
+  for scan, graph in zip(episodes.scans, episodes.graphs):
+    nodes = [{"image_id": graph.ids[k], "included": True, "height": 1.5,
+              "unobstructed": [bool(b) for b in graph.adj[k]],
+              "pose": [1.0, 0.0, 0.0, float(y), 0.0, 1.0, 0.0, float(x), 0.0, 0.0, 1.0, 0.0,
+                       0.0, 0.0, 0.0, 1.0]} for k, (x, y) in enumerate(graph.pos)]
+    path = connectivity_path(connectivity_dir, scan)
+    os.makedirs(os.path.dirname(path), exist_ok=True)   # scan names may hold a "/".
+    with open(path, "w") as f:
+      json.dump(nodes, f)
+  items = []
+  for i in range(len(episodes)):
+    graph, path = episodes.graph(i), episodes.nodes(i)
+    items.append({"scan": episodes.scans[int(episodes.apartment[i])],
+                  "path_id": int(episodes.path_id[i]), "path": [graph.ids[n] for n in path],
+                  "heading": float(episodes.heading[i]),
+                  "distance": float(vp.path_length(graph, path)),
+                  "instructions": list(episodes.instructions[i])})
+  with open(os.path.join(data_dir, f"R2R_{episodes.split}.json"), "w") as f:
+    json.dump(items, f)
+
+
+def level_row_features(episodes: vln.Episodes, views: np.ndarray
+                       ) -> dict[tuple[str, str], np.ndarray]:
+  """{(scan, viewpoint): [36, C]} with each node's 12 level views ([A, V, 12, C], as
+  `vln_features.split_features` makes) in the level row and zeros elsewhere."""
+  out = {}
+  for a, (scan, graph) in enumerate(zip(episodes.scans, episodes.graphs)):
+    for k, viewpoint in enumerate(graph.ids):
+      full = np.zeros((VIEWS, views.shape[-1]), np.float32)
+      full[LEVEL_ROW:LEVEL_ROW + 12] = views[a, k]
+      out[(scan, viewpoint)] = full
+  return out
