@@ -1,10 +1,10 @@
 """G-VUE on frozen PVRs: nine Perceive/Ground/Reason tasks and the two Act tasks.
 
-  python -m launch.main --config configs/gvue.py:quick    # two small PVRs, 9 tasks (time: README)
+  python -m launch.main --config configs/gvue.py:quick    # two small PVRs, 11 tasks, ~1.5 h (README)
   python -m launch.main --config configs/gvue.py:quick \
       --config.pvrs='("in1k_mobilenetv2","vcbench_vit_ti","random_vit_ti")' \
       --config.seeds='(0,1,2)'                              # the README's table
-  python -m launch.main --config configs/gvue.py:tiny     # an end-to-end check, ~2 min
+  python -m launch.main --config configs/gvue.py:tiny     # an end-to-end check, ~4 min
   python -m launch.main --config configs/gvue.py          # the paper's protocol (a GPU job)
 
 Variants (`:arg`):

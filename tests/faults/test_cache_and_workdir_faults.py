@@ -107,8 +107,11 @@ def test_interrupt_exits_130_and_a_rerun_resumes(tmp_path, sig):
   # exits, and the signal would come too late to interrupt anything.
   env = {**os.environ, "VCBENCH_NO_PROGRESS": "1", "MUJOCO_GL": "egl",
          "VCBENCH_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+  # A shell that starts jobs in the background passes SIGINT on ignored, and Python then
+  # installs no KeyboardInterrupt handler: the child gets the default disposition back.
   proc = subprocess.Popen([sys.executable, "-m", "launch.main", *args], cwd=launching.ROOT,
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   lines = []
   for line in proc.stdout:         # Interrupt once the first cell is in the store.
     lines.append(line)

@@ -43,3 +43,13 @@ def test_radar_figure_draws_one_polygon_per_pvr():
 
 def test_no_rows_says_so():
   assert "no results" in report.markdown([])
+
+
+def test_act_rows_are_labelled_by_split_held_out_first():
+  rows = [{"task": "navigation", "pvr": "a", "seed": 0, "spl@seen": 50.0, "success@seen": 60.0,
+           "spl@unseen": 30.0, "success@unseen": 40.0}]
+  labels = [line.split("|")[2].strip() for line in report.markdown(rows).splitlines()
+            if line.startswith("| Act / navigation")]
+  assert labels == ["Succ. (unseen) ↑", "Succ. (seen) ↑", "SPL (unseen) ↑", "SPL (seen) ↑",
+                    "task score"]
+  assert "| Act / navigation | task score | 30.00 |" in report.markdown(rows)

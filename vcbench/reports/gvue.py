@@ -69,6 +69,12 @@ def _digits(metric: gvue.Metric) -> int:
   return 4 if metric.fraction or metric.name in ("abs_rel",) else (3 if metric.error else 2)
 
 
+def _row_order(task: gvue.Task, key: str) -> tuple:
+  """The task's metric order, the held-out split (the one scored) before the seen one."""
+  metric, split = task.parse(key)
+  return [m.name for m in task.metrics].index(metric.name), split != "unseen", split or ""
+
+
 def markdown(rows: Iterable[Mapping[str, Any]]) -> str:
   """Table 3's layout: a row per (task, metric) and per task score, a column per PVR, the
   summary score at the bottom."""
@@ -82,7 +88,7 @@ def markdown(rows: Iterable[Mapping[str, Any]]) -> str:
   for name in tasks:
     task = gvue.TASKS.get(name)
     keys = sorted({k for p in pvrs for s in results[p].get(name, {}).values() for k in s},
-                  key=lambda k: [m.name for m in task.metrics].index(task.parse(k)[0].name))
+                  key=lambda k: _row_order(task, k))
     for key in keys:
       metric, split = task.parse(key)
       arrow = "↓" if metric.error else "↑"
