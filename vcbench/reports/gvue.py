@@ -70,9 +70,10 @@ def _digits(metric: gvue.Metric) -> int:
 
 
 def _row_order(task: gvue.Task, key: str) -> tuple:
-  """The task's metric order, the held-out split (the one scored) before the seen one."""
+  """The task's metric order, its scored splits (`Task.scored_splits`) before the others."""
   metric, split = task.parse(key)
-  return [m.name for m in task.metrics].index(metric.name), split != "unseen", split or ""
+  return ([m.name for m in task.metrics].index(metric.name), split not in task.scored_splits,
+          split or "")
 
 
 def markdown(rows: Iterable[Mapping[str, Any]]) -> str:
