@@ -11,6 +11,9 @@ split chooses the checkpoint (validated after every chunk), the test split is re
   python -m launch.main --config configs/nav.py:pointnav_depth --config.policy.encoder=vc1_vitb \\
       --config.policy.checkpoint=/path/vc1_vitb.pth --config.sensors='("rgb",)'
 
+Objects are category sprites and the policy embeds the goal vector; `--config.objects=boxes
+--config.policy.embed_vectors=False` gives the agents of before (and their config hashes).
+
 Variants (`:arg`): pointnav_depth (default: `vcbench.jobs.nav.default_config`), pointnav_rgb,
 pointnav_rgbd, objectnav_bc, imagenav, tiny and tiny_rgbd (seconds-scale smoke runs for the
 tests). Training runs in checkpointed chunks under <workdir>/<variant>/train and resumes after a

@@ -1,7 +1,7 @@
 """Speed of vcbench-nav against MuJoCo's renderer, measured in one run.
 
   python -m launch.bench.nav [--batches 1,4,16,64,256,1024] [--sizes 64,128] [--repeats 3]
-      [--steps 32] [--out results.json] [--markdown]
+      [--steps 32] [--objects sprites|boxes] [--out results.json] [--markdown]
 
 vcbench-nav: frames/s of `env.step` (the agent moves, then renders) at each image size, for
 RGB and RGB-D, at each batch size. One timed call is a jitted `lax.scan` of --steps steps of
@@ -99,15 +99,16 @@ def _xla_memory(compiled) -> dict:
 
 
 @functools.lru_cache(maxsize=1)
-def _nav_env(size: int, sensors: str, num_scenes: int, num_episodes: int):
+def _nav_env(size: int, sensors: str, num_scenes: int, num_episodes: int, objects: str):
   """The benchmarked env (PointNav, train split); kept while one config runs all batches."""
   from vcbench.envs import nav  # pylint: disable=g-import-not-at-top
   return nav.make("pointnav", "train", num_scenes=num_scenes, num_episodes=num_episodes,
-                  height=size, width=size, hfov=HFOV, sensors=SENSORS[sensors], auto_reset=True)
+                  height=size, width=size, hfov=HFOV, sensors=SENSORS[sensors], auto_reset=True,
+                  objects=objects)
 
 
 def measure_nav(size: int, sensors: str, batch: int, steps: int, repeats: int,
-                num_scenes: int = 32, num_episodes: int = 512) -> dict:
+                num_scenes: int = 32, num_episodes: int = 512, objects: str = "sprites") -> dict:
   """frames/s of `steps` env steps (move + render) at `batch` envs and `size`² pixels.
 
   Returns a dict with the config, `fps` (frames/s, median), `times` (seconds per timed call),
@@ -117,7 +118,7 @@ def measure_nav(size: int, sensors: str, batch: int, steps: int, repeats: int,
   import jax  # pylint: disable=g-import-not-at-top
   jax.numpy.zeros(()).block_until_ready()  # Start the backend: part of the import baseline.
   rss = {"imports": _rss_mb()}
-  env = jax.block_until_ready(_nav_env(size, sensors, num_scenes, num_episodes))
+  env = jax.block_until_ready(_nav_env(size, sensors, num_scenes, num_episodes, objects))
   rss["env"] = _rss_mb()
   # Jitted: an op-by-op reset of a big batch would hold every intermediate of its render.
   reset = jax.jit(lambda env, keys: jax.vmap(env.reset)(keys))
@@ -275,7 +276,7 @@ def _gl_renderer_name() -> str:
 
 def run_benchmark(batches, sizes, steps: int, repeats: int, mujoco_frames: int,
                   isolate: bool = True, num_scenes: int = 32, num_episodes: int = 512,
-                  log=print) -> dict:
+                  log=print, objects: str = "sprites") -> dict:
   """All figures: {"nav": [rows], "mujoco": [rows], "ratio": {...}, "memory": {...}, ...}.
 
   With `isolate`, the largest batch of each config runs in a fresh subprocess (see
@@ -288,7 +289,7 @@ def run_benchmark(batches, sizes, steps: int, repeats: int, mujoco_frames: int,
     for sensors in SENSORS:
       for batch in batches:
         config = dict(size=size, sensors=sensors, batch=batch, steps=steps, repeats=repeats,
-                      num_scenes=num_scenes, num_episodes=num_episodes)
+                      num_scenes=num_scenes, num_episodes=num_episodes, objects=objects)
         in_child = isolate and batch == largest
         row = measure_nav_isolated(config) if in_child else measure_nav(**config)
         nav_rows.append(row)
@@ -385,6 +386,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("mujoco_frames", 200, "MuJoCo frames per timed call")
   flags.DEFINE_integer("num_scenes", 32, "apartments in the env's scene pool")
   flags.DEFINE_integer("num_episodes", 512, "episodes in the env's set")
+  flags.DEFINE_enum("objects", "sprites", ["sprites", "boxes"], "how objects are drawn")
   flags.DEFINE_bool("isolate", True, "run the largest batch of each config in a fresh "
                     "subprocess and report its peak memory")
   flags.DEFINE_string("out", None, "also write the figures as JSON here")
@@ -402,7 +404,7 @@ def main(argv):
   command = "python -m " + " ".join(["launch.bench.nav"] + [shlex.quote(a) for a in sys.argv[1:]])
   results = run_benchmark(f.batches, f.sizes, f.steps, f.repeats, f.mujoco_frames,
                           isolate=f.isolate, num_scenes=f.num_scenes,
-                          num_episodes=f.num_episodes)
+                          num_episodes=f.num_episodes, objects=f.objects)
   text = markdown(results, command)
   results["markdown"], results["command"] = text, command
   if f.markdown:

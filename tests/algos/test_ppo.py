@@ -283,3 +283,25 @@ def test_init_from_starts_from_given_params_without_consuming_them():
   assert_trees_equal(state.params, params)
   trainer.train_chunk(state, 1)                       # donates `state`
   jax.tree.map(np.asarray, params)                    # the caller's params are still alive
+
+
+def test_fine_tuning_a_trained_policy_keeps_its_success(learned):
+  """PPO from `init_from` (fresh envs and Adam, the run's lr annealed anew) on the task the
+  policy was trained on: its success must not fall (a fine-tuning collapse would)."""
+  config, trainer, state, metrics, _ = learned
+  before = np.nanmean(metrics["success"][-5:])
+  tuned = ppo.make_train(small_config(num_updates=LEARN_UPDATES, anneal_lr=True), make_env(),
+                         log_fn=False)
+  _, after = tuned.train_chunk(tuned.init_from(jax.random.key(7), state.params), LEARN_UPDATES)
+  first, last = np.nanmean(after["success"][:5]), np.nanmean(after["success"][-5:])
+  assert first > before - 0.15, (before, first)        # init_from starts where training ended
+  assert last > before - 0.1, (before, last)
+
+
+def test_goal_vectors_are_embedded_or_passed_raw():
+  env = make_env()
+  for embed in (True, False):
+    config = small_config()
+    config.policy.embed_vectors = embed
+    params = ppo.make_train(config, env, log_fn=False).init(jax.random.key(0)).params
+    assert ("gps_compass_embed" in params) == embed

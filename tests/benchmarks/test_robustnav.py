@@ -101,3 +101,22 @@ def test_report_tables_and_plots_from_rows(tmp_path):
   assert all(p.stat().st_size > 0 for p in paths.values())
   with pytest.raises(ValueError, match="no RobustNav records"):
     report.write_report([{"benchmark": "cortexbench"}], tmp_path)
+
+
+def test_fine_tuning_starts_from_the_agent_exactly():
+  """Zero updates of Table 3's fine-tuning reproduce the clean agent: same params and the
+  same per-episode results on the same episodes, whatever env the fine-tuning trains in."""
+  from configs import nav as nav_configs
+  from vcbench.benchmarks import nav as nav_bench
+  config = nav_configs.get_config("tiny_rgbd")
+  agent = nav_bench.make_trainer(config, log_fn=False)
+  params = agent.init(jax.random.key(3)).params
+  train_env = rn.corrupted(nav_bench.make_env(config, "train"), rn.Condition("defocus_blur", 5))
+  tuner = rn.finetune_trainer(config, train_env, steps=10_000, lr=1e-4)
+  state = tuner.init_from(jax.random.key(0), params)
+  jax.tree.map(np.testing.assert_array_equal, jax.device_get(state.params),
+               jax.device_get(params))
+  val = nav_bench.make_env(config, "val", config.val_episodes)
+  clean = rn.evaluate(agent, params, val, batch=config.eval_batch)
+  np.testing.assert_equal(rn.evaluate(agent, state.params, val, batch=config.eval_batch), clean)
+  np.testing.assert_equal(rn.evaluate(tuner, state.params, val, batch=config.eval_batch), clean)

@@ -13,6 +13,7 @@ import pytest
 from vcbench.data.gvue import nav_pool as pl
 from vcbench.data.gvue import nav_tasks as nt
 from vcbench.data.gvue import nav_text as tx
+from vcbench.data.gvue import nav_views
 from vcbench.data.gvue.split import check
 from vcbench.envs.nav import render as rd
 from vcbench.envs.nav import scene as sc
@@ -34,7 +35,8 @@ def examples_of(task, split="train", seed=0, num=NUM, size=SIZE):
 
 @functools.lru_cache(maxsize=None)
 def apartment(scene_name):
-  return jax.tree.map(jnp.asarray, scenes.generate(int(scene_name.rsplit("-", 1)[1])))
+  return jax.tree.map(jnp.asarray, scenes.generate(int(scene_name.rsplit("-", 1)[1]),
+                                                    objects=nav_views.OBJECTS))
 
 
 @functools.partial(jax.jit, static_argnums=(4,))

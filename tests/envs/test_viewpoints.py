@@ -42,7 +42,8 @@ def two_rooms(g: int = 24) -> sc.Scene:
   inst_mat[:2] = (textures.OBJECT_MATERIALS[1][0], textures.OBJECT_MATERIALS[6][0])
   return sc.Scene(wall=wall, floor=np.full((g, g), 3, np.int32), ceiling=np.int32(6), room=room,
                   room_type=room_type, obj_inst=inst, inst_cat=inst_cat, inst_mat=inst_mat,
-                  navigable=~blocked)
+                  navigable=~blocked, inst_sprite=np.zeros(sc.MAX_OBJECTS, np.int32),
+                  inst_box=sc.footprints(inst))
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,7 +6,9 @@ A failing value here means stored results of that config will be recomputed: cha
 with a change that is meant to invalidate them, and say so. Changed on purpose so far: `quick`
 became the four-suite main job (20 test episodes; its MetaWorld cells are new), and the
 former MetaWorld-only `quick` is `metaworld_quick` (the same numbers under another protocol
-name, so other hashes). A several-suite config has one hash per suite ("<variant>/<suite>";
+name, so other hashes); vcbench-nav's objects became category sprites and its policy embeds the
+goal vector (every nav variant: its runs are new), while `objects='boxes'` with
+`policy.embed_vectors=False` still hashes as those variants did (`NAV_BEFORE_SPRITES`). A several-suite config has one hash per suite ("<variant>/<suite>";
 MetaWorld's name no suite).
 """
 import pytest
@@ -92,6 +94,34 @@ GOLDEN = {
     "demos:drawer-open:64":
         "d8146f10df895d7f328fea4a6dcd941e6150d073e0a24c588e04e2b82852ef39",
     "nav:imagenav":
+        "73eb358ff5ed5c85f1f5c086c77860a846f294c1bffc2235dd21b3854a542487",
+    "nav:objectnav_bc":
+        "8be1066d533af8e0dcc2db6d91ca183b9ed08ff22ebdb5d56071c37cbce1ecaa",
+    "nav:pointnav_depth":
+        "c6201d03f5ca83309cf2b07afe763c0b015776b3c5e557cd6ca42581b3fd27e7",
+    "nav:pointnav_rgb":
+        "5f8407474ceb576a0bed4787e4ffdd9ba6ce677bf539d2e81caf9d4727257fc9",
+    "nav:pointnav_rgbd":
+        "0c0df5930d88d4cdc6761343bf6e30f880f0989968015b1e7e1e262cf5ebc290",
+    "nav:tiny":
+        "3ee2556bb7f70591f367d84a16229bd90e815e746b3c4807353498731a3daf10",
+    "nav:tiny_rgbd":
+        "7321c5002585e86bb306cf71ce8cd485d79be87f4be4519875182129cad48ea3",
+    "robustnav:full":
+        "e2d865ad7663ddc1d8b541299dbc8a4ca260e78a261e9b7d0b45bbec25b99543",
+    "robustnav:table2":
+        "e2d865ad7663ddc1d8b541299dbc8a4ca260e78a261e9b7d0b45bbec25b99543",
+    "robustnav:tiny":
+        "fd54204c40860b2ed487cb8cccdcf85ffb8ce27f9e3bef10405e750ae531962c",
+    "zoo_demo:default":
+        "33926dc55e2f4aa7fadb22a82ab0e1e5df99a7bf7eafad50349844003ad8029b",
+    "zoo_demo:quick":
+        "6fc7424c5fb7d00f57de062c85e3d27ec9c28abeb3288d0304026bf9d4e60098",
+}
+
+# The nav variants' hashes before sprites and the embedded goal vector.
+NAV_BEFORE_SPRITES = {
+    "nav:imagenav":
         "ba61d35099a779b14ca44280e74c875e0ce27d1e62575ce05c2461944a09c7d7",
     "nav:objectnav_bc":
         "acc0f402b262cbe01fc60b290aec5fe26b92d36cc088ab2340464c33ecf84d4e",
@@ -105,16 +135,6 @@ GOLDEN = {
         "a03091aac29c5ec88b21aa86d5082f3a327a23b62337faa3d27bf1ab568c4a7f",
     "nav:tiny_rgbd":
         "d9a1a544620db02511108942040947310e5699de9aad33afafe00b4937883f22",
-    "robustnav:full":
-        "e2d865ad7663ddc1d8b541299dbc8a4ca260e78a261e9b7d0b45bbec25b99543",
-    "robustnav:table2":
-        "e2d865ad7663ddc1d8b541299dbc8a4ca260e78a261e9b7d0b45bbec25b99543",
-    "robustnav:tiny":
-        "fd54204c40860b2ed487cb8cccdcf85ffb8ce27f9e3bef10405e750ae531962c",
-    "zoo_demo:default":
-        "33926dc55e2f4aa7fadb22a82ab0e1e5df99a7bf7eafad50349844003ad8029b",
-    "zoo_demo:quick":
-        "6fc7424c5fb7d00f57de062c85e3d27ec9c28abeb3288d0304026bf9d4e60098",
 }
 
 
@@ -171,3 +191,10 @@ def test_a_changed_colosseum_definition_changes_the_hash(monkeypatch):
   defs["factors"]["Mass"]["id"] = 99
   monkeypatch.setattr(col, "definitions", lambda: defs)
   assert colosseum_job.config_hash(config) != before
+
+
+def test_nav_configs_of_the_earlier_look_keep_their_hashes():
+  for key, value in NAV_BEFORE_SPRITES.items():
+    c = nav.get_config(key.split(":")[1])
+    c.objects, c.policy.embed_vectors = "boxes", False
+    assert nav_job.config_hash(c) == value, key

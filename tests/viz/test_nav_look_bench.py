@@ -56,7 +56,8 @@ def _tiny_scene(g=6):
   return sc.Scene(wall=wall, floor=floor, ceiling=np.int32(0), room=np.zeros((g, g), np.int32),
                   room_type=np.zeros(sc.MAX_ROOMS, np.int32), obj_inst=inst,
                   inst_cat=inst_cat, inst_mat=np.zeros(sc.MAX_OBJECTS, np.int32),
-                  navigable=navigable)
+                  navigable=navigable, inst_sprite=np.zeros(sc.MAX_OBJECTS, np.int32),
+                  inst_box=sc.footprints(inst))
 
 
 def test_topdown_map_marks_walls_floors_objects_and_navigable_cells():

@@ -131,10 +131,10 @@ class PPO:
             f"pg {m['policy_loss']:.4f} vf {m['value_loss']:.4f} ent {m['entropy']:.3f} "
             f"kl {m['approx_kl']:.4f} | {sps} steps/s")
 
-  def update(self, t: recurrent.Trainer, state: recurrent.TrainState, env, frozen):
-    c = t.config
-    key, k_rollout, k_epochs = jax.random.split(state.key, 3)
-
+  @staticmethod
+  def collect(t: recurrent.Trainer, state: recurrent.TrainState, env, frozen, key):
+    """The rollout of `state.params`' sampled actions (`Trainer.rollout`): ((env_state, carry,
+    prev_action, start) after it, the `Transition`s [T, N], the env's metrics [T, N])."""
     def act(env_state, rnn, prev_action, start, key):
       rnn, logits, value = t.policy_step(state.params, frozen, env_state.obs, rnn,
                                          prev_action, start)
@@ -144,9 +144,13 @@ class PPO:
           obs=t.obs(env_state.obs), prev_action=prev_action, start=start, action=action,
           log_prob=log_prob, value=value, reward=new.reward, done=new.done)
       return rnn, action, record
+    return t.rollout(state, env, key, act)
 
-    (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
-        state, env, k_rollout, act)
+  def update(self, t: recurrent.Trainer, state: recurrent.TrainState, env, frozen):
+    c = t.config
+    key, k_rollout, k_epochs = jax.random.split(state.key, 3)
+    (env_state, carry, prev_action, start), traj, ep_metrics = self.collect(
+        t, state, env, frozen, k_rollout)
     _, _, last_value = t.policy_step(state.params, frozen, env_state.obs, carry, prev_action,
                                      start)
     adv, returns = gae(traj.reward, traj.value, traj.done, last_value, c.gamma, c.gae_lambda)

@@ -70,6 +70,7 @@ def policy_config() -> ml_collections.ConfigDict:
   p.embed_dim = 32              # previous-action / object-goal embedding width.
   p.prev_action = True          # feed the previous action (off for imitation: copycat).
   p.visual_norm = False         # LayerNorm on the visual features (on for imitation).
+  p.embed_vectors = True        # embed rank-1 float observations (gps_compass) to embed_dim.
   p.num_object_categories = 7   # 'objectgoal' embedding rows (vcbench-nav: 0..6).
   p.ignore_obs = ()             # observation keys the policy does not see.
   return p
@@ -162,7 +163,7 @@ class Trainer:
         num_actions=int(env.num_actions), hidden=p.hidden, rnn=p.rnn, rnn_layers=p.rnn_layers,
         embed_dim=p.embed_dim, num_object_categories=p.num_object_categories,
         compression_size=p.compression_size, use_prev_action=p.prev_action,
-        visual_norm=p.visual_norm, train_pvr=p.finetune_encoder,
+        visual_norm=p.visual_norm, embed_vectors=p.embed_vectors, train_pvr=p.finetune_encoder,
         pvr_chunk=p.encoder_chunk or None,
         pvr=None if encoder is None else nav_policy.pvr_tokens(encoder))
     # The loaded encoder's variables: the argument of every call when frozen; when fine-tuned,

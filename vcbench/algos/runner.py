@@ -59,7 +59,7 @@ Callback = Callable[[Progress], None]
 # value that reproduces those runs: left out at that value, so the runs still resume and keep
 # their hashes.
 ADDED_LATER = {"policy.finetune_encoder": False, "policy.encoder_lr": 1e-5,
-               "policy.encoder_chunk": 64}
+               "policy.encoder_chunk": 64, "policy.embed_vectors": False, "objects": "boxes"}
 
 
 def fingerprint(config, not_hashed: Sequence[str] = ("log_every",)) -> str:

@@ -140,7 +140,8 @@ def make_env(config, split: str, episodes: int = 0, scenes: int = 0):
                   num_scenes=config.train_scenes if train else (scenes or config.val_scenes),
                   num_episodes=episodes or config.train_episodes,
                   grid_size=config.grid_size, height=config.height, width=config.width,
-                  hfov=config.hfov, sensors=tuple(config.sensors), auto_reset=train)
+                  hfov=config.hfov, sensors=tuple(config.sensors), auto_reset=train,
+                  objects=config.objects)
 
 
 def make_trainer(config, env=None, **kwargs):

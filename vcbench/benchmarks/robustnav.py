@@ -188,12 +188,18 @@ def adapt(agent: Agent, method: str, cond: Condition, directory: str | pathlib.P
   return trainer.adapted_params(state)
 
 
-def _finetune(agent: Agent, env, steps: int, lr: float, seed: int, directory, chunk: int):
-  """PPO from the agent's params for `steps` env steps on `env` (its own PPO settings)."""
-  c = nav_bench.algo_config(agent.nav)
+def finetune_trainer(nav_config, env, steps: int, lr: float):
+  """The PPO trainer that fine-tunes an agent of `nav_config` on `env` for `steps` env steps
+  at peak lr `lr` (its own PPO settings otherwise); start it with `init_from(key, params)`."""
+  c = nav_bench.algo_config(nav_config)
   c.num_updates = max(1, steps // (c.num_envs * c.rollout_len))
   c.lr, c.log_every = lr, 10
-  trainer = ppo.make_train(c, env)
+  return ppo.make_train(c, env)
+
+
+def _finetune(agent: Agent, env, steps: int, lr: float, seed: int, directory, chunk: int):
+  """PPO from the agent's params for `steps` env steps on `env` (its own PPO settings)."""
+  trainer = finetune_trainer(agent.nav, env, steps, lr)
   state, _ = runner.run(trainer, directory, chunk, key=jax.random.key(seed),
                         init=lambda key: trainer.init_from(key, agent.params))
   return state.params

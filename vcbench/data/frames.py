@@ -46,6 +46,8 @@ METAWORLD_SEED_BASE = 50_000
 METAWORLD_MAX_STEPS = 200
 HOLD_STEPS = 10   # steps kept after MetaWorld reports success (the arm at rest near the goal).
 MIN_SHUFFLE_SPAN = 1 << 16   # see `_shuffled_forever`.
+# vcbench-nav frames keep the textured-box objects the shipped MAE weights were trained on.
+NAV_OBJECTS = "boxes"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,7 +361,7 @@ def nav_frames(out_dir: str, count: int, size: int = 128, seed: int = 0, *,
             "hfov": float(hfov)}
   if shard_is_current(path, config):
     return [path]
-  scenes = nav.scene_pool("train", num_scenes, grid_size)
+  scenes = nav.scene_pool("train", num_scenes, grid_size, NAV_OBJECTS)
   scenes = jax.tree.map(jnp.asarray, scenes)
   scene_idx, pos, heading = _random_poses(scenes, count, np.random.default_rng(seed))
   camera = nav_render.Camera(height=int(size), width=int(size), hfov=float(hfov))

@@ -22,6 +22,7 @@ from vcbench.algos import ppo
 from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
 from vcbench.envs.nav import render as nav_render
+from vcbench.envs.nav import scenes as scene_gen
 from vcbench.envs.nav import tasks
 from vcbench.jobs import grid as grid_lib
 from vcbench.store import Cell
@@ -47,6 +48,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.sensors = ("depth",)
   c.height = c.width = 32
   c.hfov = 79.0
+  c.objects = "sprites"       # 'sprites' (category cut-outs) or 'boxes' (the look before them).
   c.grid_size = 32            # apartments of up to 8 m x 8 m (RoboTHOR-sized).
   c.train_scenes = 400
   c.train_episodes = 8000
@@ -76,6 +78,7 @@ def validate(config) -> None:
   config_lib.require_choice(config, "task", sorted(tasks.TASKS))
   config_lib.require_choice(config, "algo", nav_bench.LEARNERS.names())
   config_lib.require_choice(config, "sensors", nav_render.SENSORS)
+  config_lib.require_choice(config, "objects", scene_gen.OBJECT_STYLES)
   config_lib.require_ints(config, ("height", "width", "grid_size", "train_scenes",
                                    "train_episodes", "val_scenes", "val_episodes",
                                    "test_episodes", "eval_batch", "chunk_updates"))

@@ -17,7 +17,11 @@ Observations (all optional except at least one input):
   own CortexBench compression layer (eai-vc `create_compression_layer`: conv 3x3 to
   round(2048 / g^2) channels, GroupNorm(1), ReLU, flatten) and `visual_fc` (linear + ReLU);
   depth then gets a SimpleCNN alone.
-- any rank-1 float vector (e.g. 'gps_compass'): concatenated as is.
+- any rank-1 float vector (e.g. 'gps_compass'): a linear `embed_dim` embedding (habitat's
+  `tgt_embeding`), or concatenated as is with `embed_vectors` off. As one raw column among a
+  few hundred RNN inputs, the goal distance was too weak a signal to learn when to call END
+  from: PointNav agents then stopped in range on ~5% of the steps they spent there, and PPO
+  fine-tuning drove that to ~0 (the agent no longer ended its episodes).
 - 'objectgoal' int32 []: a 32-d embedding of the category (eai-vc's EAINet).
 - the previous action (unless `use_prev_action` is off): a 32-d embedding of
   `prev_action + 1`, index 0 at an episode's start (habitat's start token). Imitation turns it
@@ -183,6 +187,8 @@ class NavPolicy(nn.Module):
       19-51 (three 0.6M-step runs), almost all of it common to every image, which saturates the
       LSTM gates: the policy then outputs the same action distribution whatever it sees
       (`python -m launch.nav_probe` measures both).
+    embed_vectors: a linear `embed_dim` embedding of each rank-1 float observation (on), or
+      the raw vector (off).
   """
   num_actions: int
   hidden: int = 512
@@ -196,6 +202,7 @@ class NavPolicy(nn.Module):
   pvr_chunk: Optional[int] = None
   use_prev_action: bool = True
   visual_norm: bool = False
+  embed_vectors: bool = True
 
   def initial_carry(self, batch: int):
     return initial_carry(self.rnn, self.rnn_layers, self.hidden, batch)
@@ -239,8 +246,10 @@ class NavPolicy(nn.Module):
     parts = self._visual(obs, frozen)
     if self.visual_norm:
       parts = [nn.LayerNorm(name=f"visual_norm_{i}")(p) for i, p in enumerate(parts)]
-    parts += [obs[k].astype(jnp.float32) for k in sorted(obs)
-              if k not in IMAGE_KEYS and k != OBJECTGOAL]
+    for k in sorted(obs):
+      if k not in IMAGE_KEYS and k != OBJECTGOAL:
+        x = obs[k].astype(jnp.float32)
+        parts.append(nn.Dense(self.embed_dim, name=f"{k}_embed")(x) if self.embed_vectors else x)
     if OBJECTGOAL in obs:
       parts.append(nn.Embed(self.num_object_categories, self.embed_dim, name="objectgoal_embed")(
           obs[OBJECTGOAL].astype(jnp.int32)))

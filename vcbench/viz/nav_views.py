@@ -45,7 +45,7 @@ def semantic_rgb(labels) -> np.ndarray:
 
 def material_colors(atlas) -> np.ndarray:
   """float [M, 3]: each material's mean colour, how a texture looks from far away."""
-  return np.asarray(atlas, np.float64).mean(axis=(1, 2))
+  return np.asarray(atlas, np.float64)[..., :3].mean(axis=(1, 2))
 
 
 def topdown_image(scene: sc.Scene, atlas, px_per_cell: int = 8) -> np.ndarray:

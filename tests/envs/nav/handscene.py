@@ -33,7 +33,8 @@ def hand_scene(g: int = 16) -> sc.Scene:
   room_type[:2] = (0, 1)
   return sc.Scene(wall=wall, floor=np.full((g, g), 3, np.int32), ceiling=np.int32(6),
                   room=room, room_type=room_type, obj_inst=inst, inst_cat=inst_cat,
-                  inst_mat=inst_mat, navigable=navigable_from((wall > 0) | (inst >= 0)))
+                  inst_mat=inst_mat, navigable=navigable_from((wall > 0) | (inst >= 0)),
+                  inst_sprite=np.zeros(sc.MAX_OBJECTS, np.int32), inst_box=sc.footprints(inst))
 
 
 def hand_atlas(size: int = 16) -> np.ndarray:

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from vcbench.envs.nav import scenes, textures
+from vcbench.envs.nav import scenes, sprites, textures
 from vcbench.envs.nav.scene import CATEGORIES, CELL, MAX_OBJECTS, MAX_ROOMS, ROOM_TYPES
 
 G = 32
@@ -195,7 +195,7 @@ def test_bad_inputs_raise_naming_the_problem(monkeypatch):
     with pytest.raises(ValueError, match=r"must be an int in \[1, 100000\]"):
       scenes.split_seeds("train", bad)
 
-  def always_fail(rng, g):
+  def always_fail(rng, g, objects):
     raise scenes._Failed("rooms too small")
   monkeypatch.setattr(scenes, "_attempt", always_fail)
   with pytest.raises(ValueError, match=r"seed 5, grid_size 32 after 32 attempts; last failure: "
@@ -205,12 +205,14 @@ def test_bad_inputs_raise_naming_the_problem(monkeypatch):
 
 def test_atlas_shape_determinism_and_variety():
   atlas = textures.atlas()
-  assert atlas.shape == (textures.NUM_MATERIALS, 64, 64, 3) and atlas.dtype == np.uint8
-  assert len(textures.MATERIAL_NAMES) == len(set(textures.MATERIAL_NAMES)) == len(atlas)
+  tiles = textures.NUM_MATERIALS + len(sprites.NAMES)
+  assert atlas.shape == (tiles, 64, 64, 4) and atlas.dtype == np.uint8
+  assert len(textures.MATERIAL_NAMES) == len(set(textures.MATERIAL_NAMES)) == textures.NUM_MATERIALS
+  assert (atlas[:textures.NUM_MATERIALS, ..., 3] == 255).all()   # materials are opaque.
   assert textures.atlas(64) is atlas  # cached.
   np.testing.assert_array_equal(textures._atlas.__wrapped__(64), atlas)  # rebuilt: identical.
-  assert (atlas[0] == 128).all()  # the reserved id is a flat grey.
-  luminance = atlas[1:].astype(float).mean(-1)
+  assert (atlas[0, ..., :3] == 128).all()  # the reserved id is a flat grey.
+  luminance = atlas[1:, ..., :3].astype(float).mean(-1)
   assert (luminance.reshape(len(luminance), -1).std(-1) > 2.0).all()
 
 
@@ -227,7 +229,8 @@ def test_material_tables_are_valid():
 
 
 def test_object_categories_look_different():
-  means = textures.atlas().reshape(textures.NUM_MATERIALS, -1, 3).astype(float).mean(1)
+  materials = textures.atlas()[:textures.NUM_MATERIALS, ..., :3]
+  means = materials.reshape(textures.NUM_MATERIALS, -1, 3).astype(float).mean(1)
   for a, b in itertools.combinations(textures.OBJECT_MATERIALS, 2):
     gap = min(np.linalg.norm(means[i] - means[j])
               for i in textures.OBJECT_MATERIALS[a] for j in textures.OBJECT_MATERIALS[b])

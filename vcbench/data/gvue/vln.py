@@ -48,6 +48,7 @@ import jax
 import numpy as np
 
 from vcbench.data.gvue import nav_text as tx
+from vcbench.data.gvue import nav_views
 from vcbench.data.gvue.nav_views import scene_name
 from vcbench.envs import nav
 from vcbench.envs.nav import scene as sc
@@ -306,7 +307,7 @@ def make_split(split: str, num_apartments: int, episodes_per_apartment: int, see
   split's source (see the module docstring); a function of its arguments."""
   if split not in SOURCE:
     raise ValueError(f"make_split: unknown split {split!r}; valid: {sorted(SOURCE)}.")
-  scenes = nav.scene_pool(SOURCE[split], num_apartments, grid_size)
+  scenes = nav.scene_pool(SOURCE[split], num_apartments, grid_size, nav_views.OBJECTS)
   seeds = [int(s) for s in nav.scene_gen.split_seeds(SOURCE[split], num_apartments)]
   graphs, rows = [], []
   for a, apartment_seed in enumerate(seeds):
@@ -346,7 +347,7 @@ def facts(episodes: Episodes, i: int, seed: int = 0) -> list[Facts]:
   """The facts of episode i's instructions (of a split made with `seed`), by regenerating them
   from the apartment's seed."""
   a = int(episodes.apartment[i])
-  scene = nav.scene_gen.generate(episodes.seeds[a], episodes.grid_size)
+  scene = nav.scene_gen.generate(episodes.seeds[a], episodes.grid_size, nav_views.OBJECTS)
   graph = episodes.graphs[a]
   heading, said = _episode(seed, episodes.seeds[a], graph, Scenery(scene, graph),
                            episodes.nodes(i))

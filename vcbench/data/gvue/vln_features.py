@@ -20,7 +20,7 @@ import numpy as np
 
 from vcbench import files
 from vcbench.data.gvue import features as features_lib
-from vcbench.data.gvue import r2r, vln
+from vcbench.data.gvue import nav_views, r2r, vln
 from vcbench.envs.nav import render as rd
 from vcbench.envs.nav import scenes, textures
 from vcbench.envs.nav import viewpoints as vp
@@ -67,7 +67,7 @@ def split_features(episodes: vln.Episodes, apply: Callable, image_size: int, hea
   atlas = textures.atlas(64 if image_size <= 128 else 128)   # as nav_views' texel density.
   out = []
   for seed, graph in zip(episodes.seeds, episodes.graphs):
-    pano = vp.panoramas(scenes.generate(seed, episodes.grid_size), atlas, graph, camera, headings)
+    pano = vp.panoramas(scenes.generate(seed, episodes.grid_size, nav_views.OBJECTS), atlas, graph, camera, headings)
     out.append(pooled_tokens(apply, pano.reshape(-1, *pano.shape[2:]), batch_size).reshape(
         len(graph), headings, -1))
   return _stack_views(out)

@@ -7,6 +7,7 @@ apartments, rendered by a grid ray caster, all inside jit. Layout:
   scenes.py    procedural apartments from seeds; train/val/test scene splits
   furniture.py furniture placement (plausible rooms, reachable, not in doorways)
   textures.py  the material atlas (bundled photographs and procedural textures)
+  sprites.py   object sprites: a cut-out shape per category, with variants
   render.py    RGB / depth / semantics ray caster
   geodesic.py  shortest-path fields on the navigable grid
   tasks.py     goals, success rules, step limits, difficulty bins
@@ -36,13 +37,14 @@ def make(task: str, split: str = "train", *, num_scenes: int = 100, num_episodes
          grid_size: int = 32, height: int = 64, width: int = 64, hfov: float = 79.0,
          sensors: tuple[str, ...] = ("rgb", "depth"), balanced: bool | None = None,
          auto_reset: bool | None = None, max_steps: int = 0, seed: int = 0,
-         texture_size: int = 64) -> NavEnv:
+         texture_size: int = 64, objects: str = "sprites") -> NavEnv:
   """A NavEnv over `num_scenes` apartments of `split` and `num_episodes` episodes.
 
   balanced: episodes spread evenly over RobustNav's difficulty bins (default: for val/test).
   auto_reset: start a new episode inside `step` when one ends (default: for train).
   max_steps: 0 = the task's limit (300 PointNav, 500 otherwise).
   seed: offsets the episode seed (scenes come from the split's own seeds).
+  objects: 'sprites' (each object a cut-out of its category, `sprites.py`) or 'boxes'.
   """
   t = tk.get(task)
   bad = set(sensors) - set(rd.SENSORS)
@@ -53,7 +55,7 @@ def make(task: str, split: str = "train", *, num_scenes: int = 100, num_episodes
     raise ValueError(f"nav.make: unknown split {split!r}; valid splits: "
                      f"{sorted(_SPLIT_EPISODE_SEED)}.")
   camera = rd.Camera(height=height, width=width, hfov=hfov)
-  scenes = scene_pool(split, num_scenes, grid_size)
+  scenes = scene_pool(split, num_scenes, grid_size, objects)
   balanced = split != "train" if balanced is None else balanced
   episodes = ep.generate(scenes, task, num_episodes,
                          seed=1000 * seed + _SPLIT_EPISODE_SEED[split], balanced=balanced)
@@ -69,13 +71,13 @@ def make(task: str, split: str = "train", *, num_scenes: int = 100, num_episodes
 
 
 @functools.lru_cache(maxsize=8)
-def _scene_pool_cached(split: str, num: int, grid_size: int):
-  return scene_gen.scene_pool(split, num, grid_size)
+def _scene_pool_cached(split: str, num: int, grid_size: int, objects: str):
+  return scene_gen.scene_pool(split, num, grid_size, objects)
 
 
-def scene_pool(split: str, num: int, grid_size: int = 32):
+def scene_pool(split: str, num: int, grid_size: int = 32, objects: str = "sprites"):
   """The first `num` apartments of `split` (cached: several envs share one pool)."""
-  return _scene_pool_cached(split, int(num), int(grid_size))
+  return _scene_pool_cached(split, int(num), int(grid_size), objects)
 
 
 def goal_views(scenes, episodes, atlas, camera: rd.Camera, batch: int = 256) -> jax.Array:

@@ -1,7 +1,11 @@
 """The vcbench-nav renderer: a pure-JAX grid ray caster (RGB, depth, semantics).
 
-Walls are the scene's wall cells, extruded from floor to ceiling; objects are boxes of their
-category's height standing on their cells. For every image column one ray is marched through
+Walls are the scene's wall cells, extruded from floor to ceiling; objects stand on their cells
+up to their category's height, either as textured boxes or, when the instance has a sprite
+(`Scene.inst_sprite`, `sprites.py`), as its category's cut-out drawn on the faces the rays
+enter: a column sees the sprite's one opaque run of texel rows there (the tile's alpha), and
+through it, above and below, whatever lies behind (sprite objects have no top). For every
+image column one ray is marched through
 the grid by DDA (one cell boundary per step, at most `Camera.steps` of them, in a
 `while_loop`); it records the first wall it hits and the first object run it crosses (entry and
 exit distance); the loop ends early once every column has hit a wall. Every pixel row then
@@ -177,7 +181,7 @@ def render(scene: sc.Scene, atlas: jax.Array, pos: jax.Array, heading: jax.Array
     raise ValueError(f"render: unknown sensors {sorted(unknown)}; valid: {SENSORS}.")
   offsets = _column_offsets(cam)                                     # [W], host constants
   rays = cast_rays(scene, pos, heading + offsets, cam.steps(scene.grid_size))
-  col = _columns(scene, rays, offsets)
+  col = _columns(scene, atlas, pos, heading, rays, offsets)
   row = _rows(cam)
   region, z = _regions(col, row)
   out = {}
@@ -189,25 +193,58 @@ def render(scene: sc.Scene, atlas: jax.Array, pos: jax.Array, heading: jax.Array
         region == _WALL, sc.SEM_WALL, jnp.where(region == _FLOOR, sc.SEM_FLOOR, sc.SEM_CEILING)))
     out["instance"] = jnp.where(is_obj, rays["obj_inst"], -1)
   if "rgb" in sensors:
-    out["rgb"] = _shade(scene, atlas, pos, heading, rays, col, row, region, z)
+    out["rgb"] = _shade(scene, atlas, pos, rays, col, row, region, z)
   return out
 
 
-def _columns(scene, rays, offsets):
-  """Per-column [W] quantities: z-depths of the hits, the object's height, label and material."""
+def _columns(scene, atlas, pos, heading, rays, offsets):
+  """Per-column [W] quantities: z-depths of the hits, the object's height, label, material,
+  and the heights its face covers (all of it for a box; a sprite's span, `sprite_spans`)."""
   cos_off, sin_off = np.cos(offsets), np.sin(offsets)
   obj = jnp.maximum(rays["obj_inst"], 0)
   has_obj = rays["obj_inst"] >= 0
   cat = scene.inst_cat[obj]
   obj_h = jnp.where(has_obj, jnp.asarray(sc.CATEGORY_HEIGHT, jnp.float32)[cat], 0.0)
   log_shade = lambda side: jnp.where(side == 1, _LOG_SIDE, 0.0)
-  return dict(
+  col = dict(
       cos_off=cos_off, sin_off=sin_off, sec=1.0 / cos_off,
       zw=rays["wall_t"] * cos_off, z0=rays["obj_t0"] * cos_off, z1=rays["obj_t1"] * cos_off,
       has_obj=has_obj, obj_h=obj_h, inv_h=1.0 / jnp.maximum(obj_h, 1e-3),
-      top_ok=has_obj & (obj_h < sc.CAMERA_HEIGHT),   # only tops below the eye are seen.
       obj_sem=(sc.SEM_OBJECT0 + cat - 1).astype(jnp.int32), obj_mat=scene.inst_mat[obj],
       obj_shade=log_shade(rays["obj_side"]), wall_shade=log_shade(rays["wall_side"]))
+  col["direction"] = _directions(heading, col)
+  col["obj_along"] = _along_face(pos, col["direction"], rays["obj_t0"], rays["obj_side"])
+  sprite = scene.inst_sprite[obj]
+  shaped = has_obj & (sprite > 0)
+  # Where the ray enters the face, as a fraction across the footprint: the sprite's column.
+  box = scene.inst_box[obj]
+  lo = jnp.where(rays["obj_side"] == 0, box[:, 1], box[:, 0])
+  hi = jnp.where(rays["obj_side"] == 0, box[:, 3], box[:, 2])
+  size = atlas.shape[1]
+  u = jnp.clip(((col["obj_along"] - lo) / jnp.maximum(hi - lo, 1e-6) * size).astype(jnp.int32),
+               0, size - 1)
+  first, last = (sprite_spans(atlas)[sprite, u].T).astype(jnp.float32)
+  col.update(
+      shaped=shaped, sprite_texel=sprite * (size * size) + u,
+      span_lo=jnp.where(shaped, obj_h * (1.0 - (last + 1.0) / size), 0.0),
+      span_hi=jnp.where(shaped, obj_h * (1.0 - first / size), obj_h),
+      top_ok=has_obj & ~shaped & (obj_h < sc.CAMERA_HEIGHT))  # only tops below the eye.
+  return col
+
+
+def sprite_spans(atlas) -> jax.Array:
+  """(first, last) opaque texel row of every column of every tile, int32 [M, T, 2]: a tile
+  without alpha is opaque everywhere. Computed inside the render: vmapped over a batch of
+  views, it runs once per batch."""
+  atlas = jnp.asarray(atlas)
+  m, t = atlas.shape[:2]
+  if atlas.shape[-1] != 4:
+    return jnp.broadcast_to(jnp.array([0, t - 1], jnp.int32), (m, t, 2))
+  opaque = atlas[..., 3] > 127                                  # [M, rows, cols]
+  rows = jnp.arange(t, dtype=jnp.int32)[None, :, None]
+  first = jnp.min(jnp.where(opaque, rows, t), axis=1)
+  last = jnp.max(jnp.where(opaque, rows, -1), axis=1)
+  return jnp.stack([first, last], axis=-1)
 
 
 def _rows(cam):
@@ -226,7 +263,7 @@ def _regions(col, row):
   at_wall = h0 + col["zw"] * k           # the height each row's ray has at the wall.
   at_front = h0 + col["z0"] * k
   z_top = (h0 - col["obj_h"]) * row["inv_down"]
-  front = col["has_obj"] & (at_front >= 0.0) & (at_front <= col["obj_h"])
+  front = col["has_obj"] & (at_front >= col["span_lo"]) & (at_front <= col["span_hi"])
   top = col["top_ok"] & row["down"] & (z_top >= col["z0"]) & (z_top <= col["z1"])
   wall = (at_wall >= 0.0) & (at_wall <= sc.WALL_HEIGHT)
   flat = jnp.where(row["down"], _FLOOR, _CEIL)
@@ -242,18 +279,19 @@ def _directions(heading, col):
                     s * col["cos_off"] + c * col["sin_off"]], -1)
 
 
-def _shade(scene, atlas, pos, heading, rays, col, row, region, z):
+def _shade(scene, atlas, pos, rays, col, row, region, z):
   """Texture lookup (one gather of packed texels) and distance / face shading."""
   h0, k = sc.CAMERA_HEIGHT, row["k"]
   size = atlas.shape[1]
   if size & (size - 1):
     raise ValueError(f"render: atlas tiles must be a power of two in size, got {size}.")
   texel = lambda metres: jnp.floor(metres * (size / _TEX_METRES)).astype(jnp.int32) & (size - 1)
-  direction = _directions(heading, col)
+  direction = col["direction"]
   # Vertical faces: the texel column is per image column, the texel row per pixel.
-  face = lambda mat, t, side: mat * (size * size) + texel(_along_face(pos, direction, t, side))
-  wall_base = face(rays["wall_mat"], rays["wall_t"], rays["wall_side"])
-  obj_base = face(col["obj_mat"], rays["obj_t0"], rays["obj_side"])
+  wall_base = rays["wall_mat"] * (size * size) + texel(
+      _along_face(pos, direction, rays["wall_t"], rays["wall_side"]))
+  obj_base = jnp.where(col["shaped"], col["sprite_texel"],
+                       col["obj_mat"] * (size * size) + texel(col["obj_along"]))
   v_wall = (size - 1) - texel(h0 + col["zw"] * k)                  # walls repeat upwards,
   v_obj = jnp.clip(((1.0 - (h0 + col["z0"] * k) * col["inv_h"]) * size).astype(jnp.int32),
                    0, size - 1)                                     # an object's spans it.
@@ -279,6 +317,7 @@ def _shade(scene, atlas, pos, heading, rays, col, row, region, z):
 
 
 def _packed(atlas):
-  """The atlas as one uint32 per texel, R | G << 8 | B << 16."""
-  a = jnp.asarray(atlas).reshape(-1, 3).astype(jnp.uint32)
+  """The atlas as one uint32 per texel, R | G << 8 | B << 16 (alpha is in `sprite_spans`)."""
+  atlas = jnp.asarray(atlas)
+  a = atlas.reshape(-1, atlas.shape[-1]).astype(jnp.uint32)
   return a[:, 0] | (a[:, 1] << 8) | (a[:, 2] << 16)

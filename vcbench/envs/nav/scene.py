@@ -12,6 +12,7 @@ collision test and the geodesic field read it.
 from __future__ import annotations
 
 import jax
+import numpy as np
 from flax import struct
 
 CELL = 0.25            # metres per grid cell.
@@ -46,7 +47,11 @@ class Scene:
   obj_inst:  int32 [G, G]  instance index (0..MAX_OBJECTS-1) occupying the cell, -1 none.
              Objects are solid (block the agent) boxes of CATEGORY_HEIGHT.
   inst_cat:  int32 [MAX_OBJECTS]  category (1..6) of each instance; 0 = unused slot.
-  inst_mat:  int32 [MAX_OBJECTS]  atlas material of each instance.
+  inst_mat:  int32 [MAX_OBJECTS]  atlas material of each instance (its box faces and top).
+  inst_sprite: int32 [MAX_OBJECTS]  atlas id of the instance's cut-out sprite (`sprites.py`),
+             drawn on its faces instead of the material, with no top; 0 = a textured box.
+  inst_box:  float32 [MAX_OBJECTS, 4]  the instance's footprint (x0, y0, x1, y1) in metres
+             (where a sprite's u runs across a face); zeros for unused slots.
   navigable: bool [G, G]   the cell centre is a legal agent position: the agent's disc there
              touches no wall or object cell (so the cell and its 8 neighbours are free).
   """
@@ -59,7 +64,21 @@ class Scene:
   inst_cat: jax.Array
   inst_mat: jax.Array
   navigable: jax.Array
+  inst_sprite: jax.Array
+  inst_box: jax.Array
 
   @property
   def grid_size(self) -> int:
     return self.wall.shape[-1]
+
+
+def footprints(obj_inst: np.ndarray) -> np.ndarray:
+  """Each instance's bounding box (x0, y0, x1, y1) in metres from its cells, float32
+  [MAX_OBJECTS, 4] (`Scene.inst_box`; zeros for unused slots). Host side, numpy."""
+  obj_inst = np.asarray(obj_inst)
+  boxes = np.zeros((MAX_OBJECTS, 4), np.float32)
+  for k in np.unique(obj_inst[obj_inst >= 0]):
+    rows, cols = np.nonzero(obj_inst == k)
+    boxes[k] = (cols.min() * CELL, rows.min() * CELL, (cols.max() + 1) * CELL,
+                (rows.max() + 1) * CELL)
+  return boxes

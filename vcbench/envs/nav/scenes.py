@@ -16,13 +16,15 @@ import jax
 import numpy as np
 from scipy import ndimage
 
-from vcbench.envs.nav import textures
+from vcbench.envs.nav import sprites, textures
 from vcbench.envs.nav.furniture import _T, _accepts, _furnish, _Layout
 # Re-exported: callers read the furniture rules and grid helpers through the generator.
 from vcbench.envs.nav.furniture import (  # noqa: F401
     CATEGORY_ROOMS, MAX_INSTANCES, MIN_INSTANCES, MIN_ROOM_NAV, REACH_DISTANCE, largest_component,
     navigable_cells, reach_mask)
-from vcbench.envs.nav.scene import CELL, MAX_OBJECTS, MAX_ROOMS, Scene
+from vcbench.envs.nav.scene import CELL, MAX_OBJECTS, MAX_ROOMS, Scene, footprints
+
+OBJECT_STYLES = ("sprites", "boxes")
 
 MIN_GRID, MAX_GRID = 16, 128
 DOOR_WIDTH = 4            # cells (1 m).
@@ -208,7 +210,7 @@ def _wall_owner(rng, room, wall, num_rooms):
   return np.where(wall, owner, room)
 
 
-def _attempt(rng, g: int) -> Scene:
+def _attempt(rng, g: int, objects: str) -> Scene:
   """One try at an apartment; raises _Failed with the reason."""
   rect = _footprint(rng, g)
   area = _side(rect, 0) * _side(rect, 1)
@@ -236,11 +238,11 @@ def _attempt(rng, g: int) -> Scene:
   nav = largest_component(navigable_cells(wall | (layout.occ >= 0)))
   if nav.sum() < MIN_NAV_FRACTION * (~wall).sum():
     raise _Failed(f"only {nav.sum()} navigable of {(~wall).sum()} free cells")
-  return _assemble(rng, layout, types, nav)
+  return _assemble(rng, layout, types, nav, objects)
 
 
-def _assemble(rng, layout: _Layout, types, nav) -> Scene:
-  """Draw materials and pack the arrays in the contract's dtypes."""
+def _assemble(rng, layout: _Layout, types, nav, objects: str) -> Scene:
+  """Draw materials (and sprites) and pack the arrays in the contract's dtypes."""
   n = layout.num_rooms
   wall_mat = np.array([rng.choice(textures.WALL_MATERIALS[t]) for t in types], np.int32)
   floor_mat = np.array([rng.choice(textures.FLOOR_MATERIALS[t]) for t in types], np.int32)
@@ -255,19 +257,28 @@ def _assemble(rng, layout: _Layout, types, nav) -> Scene:
   inst_mat = np.zeros(MAX_OBJECTS, np.int32)
   inst_cat[:len(layout.cats)] = layout.cats
   inst_mat[:len(layout.cats)] = [rng.choice(textures.OBJECT_MATERIALS[c]) for c in layout.cats]
+  ceiling = np.asarray(rng.choice(textures.CEILING_MATERIALS), np.int32)
+  # Drawn last, so a scene's layout and materials are the same with sprites or boxes.
+  inst_sprite = np.zeros(MAX_OBJECTS, np.int32)
+  if objects == "sprites":
+    inst_sprite[:len(layout.cats)] = [textures.sprite_id(rng.choice(sprites.variants(c)))
+                                      for c in layout.cats]
   return Scene(
-      wall=wall.astype(np.int32), floor=floor.astype(np.int32),
-      ceiling=np.asarray(rng.choice(textures.CEILING_MATERIALS), np.int32),
+      wall=wall.astype(np.int32), floor=floor.astype(np.int32), ceiling=ceiling,
       room=layout.room.astype(np.int32), room_type=room_type, obj_inst=layout.occ,
-      inst_cat=inst_cat, inst_mat=inst_mat, navigable=nav.astype(bool))
+      inst_cat=inst_cat, inst_mat=inst_mat, navigable=nav.astype(bool),
+      inst_sprite=inst_sprite, inst_box=footprints(layout.occ))
 
 
-def generate(seed: int, grid_size: int = 32) -> Scene:
-  """One apartment as a `Scene` of numpy arrays, a function of (seed, grid_size) alone.
+def generate(seed: int, grid_size: int = 32, objects: str = "sprites") -> Scene:
+  """One apartment as a `Scene` of numpy arrays, a function of (seed, grid_size, objects).
 
   Args:
     seed: non-negative integer scene seed (see `split_seeds`).
     grid_size: G, the grid side in cells of CELL metres, MIN_GRID..MAX_GRID.
+    objects: 'sprites' (each instance a cut-out sprite of its category, `sprites.py`) or
+      'boxes' (textured boxes, the look G-VUE's and the MAE data's published numbers were
+      measured with); the layout and every material are the same either way.
 
   Raises:
     ValueError: for an invalid seed or grid_size, or if MAX_ATTEMPTS attempts all fail.
@@ -277,11 +288,13 @@ def generate(seed: int, grid_size: int = 32) -> Scene:
                      f"(cells of {CELL} m), got {grid_size!r} (seed {seed})")
   if not isinstance(seed, (int, np.integer)) or seed < 0:
     raise ValueError(f"generate: seed must be a non-negative int, got {seed!r}")
+  if objects not in OBJECT_STYLES:
+    raise ValueError(f"generate: objects must be one of {OBJECT_STYLES}, got {objects!r}")
   reason = ""
   for attempt in range(MAX_ATTEMPTS):
     rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(attempt,)))
     try:
-      return _attempt(rng, int(grid_size))
+      return _attempt(rng, int(grid_size), objects)
     except _Failed as failure:
       reason = str(failure)
   raise ValueError(f"generate: no valid apartment for seed {seed}, grid_size {grid_size} after "
@@ -298,7 +311,7 @@ def split_seeds(split: str, num: int) -> np.ndarray:
   return np.arange(SPLITS[split], SPLITS[split] + num, dtype=np.int64)
 
 
-def scene_pool(split: str, num: int, grid_size: int = 32) -> Scene:
+def scene_pool(split: str, num: int, grid_size: int = 32, objects: str = "sprites") -> Scene:
   """`num` scenes of a split stacked on a leading axis (numpy arrays)."""
-  scenes = [generate(int(s), grid_size) for s in split_seeds(split, num)]
+  scenes = [generate(int(s), grid_size, objects) for s in split_seeds(split, num)]
   return jax.tree.map(lambda *xs: np.stack(xs), *scenes)

@@ -20,11 +20,13 @@ The name tables below are plain data, available without building the atlas.
 from __future__ import annotations
 
 import functools
+import types
 import zlib
 
 import numpy as np
 from PIL import Image
 
+from vcbench.envs.nav import sprites
 from vcbench.envs.nav.scene import CATEGORIES, ROOM_TYPES
 
 _SEED = 20250601   # fixed: the atlas must never change between runs.
@@ -408,7 +410,9 @@ def _build(index: int, size: int) -> np.ndarray:
 
 
 def atlas(size: int = 64) -> np.ndarray:
-  """The texture atlas, uint8 [NUM_MATERIALS, size, size, 3], identical on every call.
+  """The texture atlas, uint8 RGBA [NUM_MATERIALS + len(sprites.NAMES), size, size, 4],
+  identical on every call: the materials (alpha 255), then the object sprites
+  (`sprites.py`; alpha 0 or 255, their atlas ids `sprite_id`).
 
   Args:
     size: tile side in texels (the tiles are drawn at 256 and box-filtered down, or drawn at
@@ -422,8 +426,39 @@ def atlas(size: int = 64) -> np.ndarray:
   return _atlas(int(size))  # one cache key per size, however the size was passed.
 
 
+def _downsized_rgba(img: np.ndarray, size: int) -> np.ndarray:
+  """A float RGBA [n, n, 4] image box-filtered to uint8 [size, size, 4], colours weighted by
+  coverage and the alpha cut at one half (the renderer's cut-outs are binary)."""
+  n = img.shape[0]
+  if n != size:
+    f = n // size
+    blocks = img.reshape(size, f, size, f, 4)
+    a = blocks[..., 3:].mean(axis=(1, 3)) / 255.0
+    rgb = (blocks[..., :3] * blocks[..., 3:]).mean(axis=(1, 3)) / np.maximum(255.0 * a, 1e-6)
+    img = np.concatenate([rgb, 255.0 * a], axis=-1)
+  alpha = np.where(img[..., 3] >= 127.5, 255.0, 0.0)
+  return np.concatenate([np.clip(img[..., :3], 0, 255), alpha[..., None]], -1).astype(np.uint8)
+
+
+# The material families the object sprites are painted with.
+SPRITE_FILLS = types.SimpleNamespace(wood=_wood, fabric=_fabric, leaves=_leaves,
+                                     ceramic=_ceramic, screen=_screen)
+
+
+def sprite_id(name: str) -> int:
+  """The atlas id of an object sprite (`sprites.NAMES`; after the materials)."""
+  if name not in sprites.NAMES:
+    raise ValueError(f"unknown sprite {name!r}; known: {', '.join(sprites.NAMES)}")
+  return NUM_MATERIALS + sprites.NAMES.index(name)
+
+
 @functools.lru_cache(maxsize=8)
 def _atlas(size: int) -> np.ndarray:
-  tiles = np.stack([_build(i, size) for i in range(NUM_MATERIALS)])
+  opaque = np.full((size, size, 1), 255, np.uint8)
+  tiles = [np.concatenate([_build(i, size), opaque], -1) for i in range(NUM_MATERIALS)]
+  n = max(_BASE, size)
+  tiles += [_downsized_rgba(sprites.draw(name, n, SPRITE_FILLS), size)
+            for name in sprites.NAMES]
+  tiles = np.stack(tiles)
   tiles.flags.writeable = False  # shared through the cache: callers must not mutate it.
   return tiles
