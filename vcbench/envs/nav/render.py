@@ -5,10 +5,9 @@ up to their category's height, either as textured boxes or, when the instance ha
 (`Scene.inst_sprite`, `sprites.py`), as its category's cut-out drawn on the faces the rays
 enter: a column sees the sprite's one opaque run of texel rows there (the tile's alpha), and
 through it, above and below, whatever lies behind (sprite objects have no top). For every
-image column one ray is marched through
-the grid by DDA (one cell boundary per step, at most `Camera.steps` of them, in a
-`while_loop`); it records the first wall it hits and the first object run it crosses (entry and
-exit distance); the loop ends early once every column has hit a wall. Every pixel row then
+image column one ray is marched through the grid by DDA (one cell boundary per step, at most
+`Camera.steps` of them, in a `while_loop`); it records the first wall it hits and the first
+object run it crosses (entry and exit distance); the loop ends early once every column has hit a wall. Every pixel row then
 solves for what its ray meets first -- object front face, object top, wall, floor or ceiling --
 in closed form, and all textured pixels are fetched from the material atlas with one gather.
 Light falls off with z-depth as exp(-z / 12 m); faces normal to y are 20% darker so corners

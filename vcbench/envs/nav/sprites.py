@@ -69,10 +69,8 @@ class _Canvas:
 def _close_columns(rgb, alpha) -> None:
   """Makes each column's coverage one run of rows (in place), the gaps darkened fill."""
   rows = np.arange(alpha.shape[0])[:, None]
-  covered = alpha.any(axis=0)
-  first = np.where(covered, alpha.argmax(axis=0), alpha.shape[0])
-  last = np.where(covered, alpha.shape[0] - 1 - alpha[::-1].argmax(axis=0), -1)
-  gap = (rows >= first) & (rows <= last) & ~alpha
+  spans = column_spans(alpha)
+  gap = (rows >= spans[:, 0]) & (rows <= spans[:, 1]) & ~alpha
   if gap.any():
     above = np.maximum.accumulate(np.where(alpha, rows, 0), axis=0)   # last covered row above
     rgb[gap] = 0.6 * rgb[above, np.arange(alpha.shape[1])[None, :]][gap]
@@ -80,8 +78,10 @@ def _close_columns(rgb, alpha) -> None:
 
 
 def column_spans(alpha: np.ndarray) -> np.ndarray:
-  """(first, last) covered row of every column, int32 [..., T, 2]; (T, -1) when empty."""
-  alpha = np.asarray(alpha) > 127
+  """(first, last) covered row of every column, int32 [..., T, 2]; (T, -1) when empty.
+  `alpha`: bool coverage, or uint8 alpha (covered above 127)."""
+  alpha = np.asarray(alpha)
+  alpha = alpha if alpha.dtype == bool else alpha > 127
   t = alpha.shape[-2]
   covered = alpha.any(axis=-2)
   first = np.where(covered, alpha.argmax(axis=-2), t)
