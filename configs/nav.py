@@ -2,8 +2,10 @@
 it on held-out apartments (SR, SPL, RobustNav difficulty bins), store the result. The val
 split chooses the checkpoint (validated after every chunk), the test split is reported.
 
-  python -m launch.main --config configs/nav.py:pointnav_depth   # README learning result:
-        # depth 32x32 + GPS/compass, SimpleCNN + LSTM, PPO; ~60 min on 2 CPU cores
+  python -m launch.main --config configs/nav.py:pointnav_rgbd    # RobustNav's RGB-D agent:
+        # 64x64 + GPS/compass, SimpleCNN + LSTM, DAgger; 1.6M steps, ~40 min on 2 CPU cores
+  python -m launch.main --config configs/nav.py:pointnav_rgb     # its RGB agent, the same way
+  python -m launch.main --config configs/nav.py:pointnav_depth   # depth 32x32, PPO; ~60 min
   python -m launch.main --config configs/nav.py:objectnav_bc     # RGB-D 32x32, imitation of the
         # shortest-path expert, 0.6M steps
   python -m launch.main --config configs/nav.py:imagenav         # RGB 32x32 + goal image, PPO,
@@ -15,31 +17,54 @@ Objects are category sprites and the policy embeds the goal vector; `--config.ob
 --config.policy.embed_vectors=False` gives the agents of before (and their config hashes).
 
 Variants (`:arg`): pointnav_depth (default: `vcbench.jobs.nav.default_config`), pointnav_rgb,
-pointnav_rgbd, objectnav_bc, imagenav, tiny and tiny_rgbd (seconds-scale smoke runs for the
-tests). Training runs in checkpointed chunks under <workdir>/<variant>/train and resumes after a
+pointnav_rgbd (the shipped agents, `vcbench/benchmarks/nav_agents/`), pointnav_rgb_ppo32 and
+pointnav_rgbd_ppo32 (the earlier RobustNav agents: PPO from scratch on 32x32 frames),
+objectnav_bc, imagenav, tiny and tiny_rgbd (seconds-scale smoke runs for the tests). Training runs in checkpointed chunks under <workdir>/<variant>/train and resumes after a
 kill; the evaluation cell is skipped when the result store already has it for this config.
 """
 from vcbench import config as config_lib
 from vcbench.jobs import nav
 
-VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "objectnav_bc", "imagenav", "tiny",
+VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "pointnav_rgb_il", "pointnav_rgbd_il",
+            "pointnav_rgb_ppo32", "pointnav_rgbd_ppo32", "objectnav_bc", "imagenav", "tiny",
             "tiny_rgbd")
+
+
+def _imitation_64(c):
+  """64x64 frames; DAgger on the shortest-path expert (half the executed actions are the
+  policy's own, 5% random) with a critic fitted to the returns, so that PPO can take over."""
+  c.height = c.width = 64
+  c.algo = "bc"
+  c.bc.num_envs, c.bc.rollout_len, c.bc.update_epochs, c.bc.num_minibatches = 64, 64, 2, 2
+  c.bc.num_updates = 400            # 1.6M env steps
+  c.bc.expert_noise, c.bc.learner_mix, c.bc.critic.coef = 0.05, 0.5, 0.5
+  c.chunk_updates = 50
+  _imitation_policy(c)
+
+
+def _imitation_policy(c):
+  # Without these the cloned policy goes blind (nav_policy.NavPolicy.visual_norm) or
+  # copies the expert's last action.
+  c.policy.visual_norm, c.policy.prev_action = True, False
 
 
 def get_config(arg=None):
   arg = config_lib.variant(arg, VARIANTS, __file__)
   c = nav.default_config()
   c.variant = arg
-  if arg == "pointnav_rgb":
-    c.sensors = ("rgb",)
-  elif arg == "pointnav_rgbd":  # RobustNav's two PointNav agents are RGB and RGB-D
-    c.sensors = ("rgb", "depth")
+  if arg.startswith("pointnav_rgb"):   # RobustNav's two PointNav agents are RGB and RGB-D
+    c.sensors = ("rgb", "depth") if arg.startswith("pointnav_rgbd") else ("rgb",)
+    if not arg.endswith("_ppo32"):
+      _imitation_64(c)
+    if arg in ("pointnav_rgb", "pointnav_rgbd"):
+      # More of the executed actions the policy's own (its mistakes, e.g. an END called just
+      # out of range, get the expert's correction), at a lower lr, from the first stage.
+      c.init_from = f"configs/nav.py:{arg}_il"
+      c.bc.learner_mix, c.bc.lr, c.bc.num_updates = 0.8, 5e-4, 300
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
     c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps
-    # Without these the cloned policy goes blind (nav_policy.NavPolicy.visual_norm) or
-    # copies the expert's last action.
-    c.policy.visual_norm, c.policy.prev_action = True, False
+    _imitation_policy(c)
   elif arg == "imagenav":
     c.task, c.sensors = "imagenav", ("rgb",)
     c.train_episodes = 4000   # each carries its goal image

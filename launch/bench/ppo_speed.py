@@ -2,7 +2,7 @@
 (move + render), the policy's acting pass and the learning (GAE + SGD epochs).
 
   python -m launch.bench.ppo_speed [--sizes 32,64] [--sensors rgb,rgbd] [--repeats 5]
-      [--num_envs 64] [--rollout_len 64] [--markdown]
+      [--num_envs 64] [--rollout_len 64] [--update_epochs 2] [--num_minibatches 2] [--markdown]
 
 For each frame size and sensor set, three jitted programs over the same batch of
 `num_envs` x `rollout_len` env steps, timed round-robin (`timing.interleaved`, so a shared
@@ -32,13 +32,15 @@ _SENSORS = flags.DEFINE_list("sensors", ["rgb", "rgbd"], "Sensor sets: rgb, rgbd
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls of each program (median).")
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 64, "Parallel envs.")
 _ROLLOUT = flags.DEFINE_integer("rollout_len", 64, "Env steps per env per update.")
+_EPOCHS = flags.DEFINE_integer("update_epochs", 2, "SGD passes over each rollout.")
+_MINIBATCHES = flags.DEFINE_integer("num_minibatches", 2, "Minibatches per pass.")
 _MARKDOWN = flags.DEFINE_boolean("markdown", False, "Print the table as markdown.")
 
 SENSORS = {"rgb": ("rgb",), "rgbd": ("rgb", "depth"), "depth": ("depth",)}
 
 
 def programs(size: int, sensors: str, num_envs: int, rollout_len: int,
-             num_scenes: int = 64) -> dict:
+             num_scenes: int = 64, sgd: tuple[int, int] = (2, 2)) -> dict:
   """name -> a no-argument call of each timed program (state carried between calls)."""
   import jax  # pylint: disable=g-import-not-at-top
   from vcbench.algos import ppo  # pylint: disable=g-import-not-at-top
@@ -49,6 +51,7 @@ def programs(size: int, sensors: str, num_envs: int, rollout_len: int,
   config.sensors, config.height, config.width = SENSORS[sensors], size, size
   config.train_scenes, config.train_episodes = num_scenes, 16 * num_scenes
   config.ppo.num_envs, config.ppo.rollout_len, config.ppo.log_every = num_envs, rollout_len, 0
+  config.ppo.update_epochs, config.ppo.num_minibatches = sgd
   trainer = nav_bench.make_trainer(config, log_fn=False)
   env, keys = trainer.env, jax.random.split(jax.random.key(0), 3)
   state = [trainer.init(keys[0])]
@@ -74,9 +77,11 @@ def programs(size: int, sensors: str, num_envs: int, rollout_len: int,
 
 
 def measure(size: int, sensors: str, num_envs: int, rollout_len: int, repeats: int,
-            num_scenes: int = 64) -> dict:
-  """One row of the table: env steps/s of an update and the shares of its time."""
-  times = timing.interleaved(programs(size, sensors, num_envs, rollout_len, num_scenes), repeats)
+            num_scenes: int = 64, sgd: tuple[int, int] = (2, 2)) -> dict:
+  """One row of the table: env steps/s of an update and the shares of its time; `sgd` is
+  (update_epochs, num_minibatches)."""
+  times = timing.interleaved(
+      programs(size, sensors, num_envs, rollout_len, num_scenes, sgd), repeats)
   med = {k: statistics.median(v) for k, v in times.items()}
   u = med["update"]
   return {"size": size, "sensors": sensors, "steps_per_s": num_envs * rollout_len / u,
@@ -100,7 +105,8 @@ def main() -> None:
   rows = []
   for size in map(int, _SIZES.value):
     for sensors in _SENSORS.value:
-      rows.append(measure(size, sensors, _NUM_ENVS.value, _ROLLOUT.value, _REPEATS.value))
+      rows.append(measure(size, sensors, _NUM_ENVS.value, _ROLLOUT.value, _REPEATS.value,
+                          sgd=(_EPOCHS.value, _MINIBATCHES.value)))
       print(f"{size}² {sensors}: {rows[-1]['steps_per_s']:,.0f} env steps/s", flush=True)
   print(table(rows, _MARKDOWN.value))
 

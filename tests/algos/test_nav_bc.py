@@ -1,5 +1,5 @@
 """Imitation of the shortest-path expert: the loss falls, the executed actions follow the
-config's mixing, bad configs are named."""
+config's mixing, the critic learns the executed returns when asked to, bad configs are named."""
 import jax
 import numpy as np
 import pytest
@@ -41,11 +41,38 @@ def test_without_noise_the_expert_drives_and_succeeds(env):
   assert np.nanmean(np.asarray(m["success"])) == 1.0
 
 
+def test_the_critic_fits_the_returns_only_when_it_is_on(env):
+  c = small_config(num_updates=40)
+  c.critic.coef = 0.5
+  _, on = nav_bc.make_train(c, env).train(jax.random.key(2))
+  _, off = nav_bc.make_train(small_config(num_updates=40), env).train(jax.random.key(2))
+  fitted, unfitted = np.asarray(on["value_loss"]), np.asarray(off["value_loss"])
+  # The expert's returns are ~10 per episode: an untrained head stays far off them.
+  assert fitted[-10:].mean() < 0.5 * fitted[:5].mean()
+  assert fitted[-10:].mean() < 0.5 * unfitted[-10:].mean()
+
+
+def test_near_goal_steps_weigh_more_when_asked(env):
+  # Same key: the runs differ only by how their steps are weighted (at the start every step's
+  # loss is log 4, whatever its weight, so the difference shows once the policy has learnt).
+  _, plain = nav_bc.make_train(small_config(num_updates=6), env).train(jax.random.key(3))
+  _, near = nav_bc.make_train(small_config(num_updates=6, near_goal_weight=10.0),
+                              env).train(jax.random.key(3))
+  assert float(plain["success"][0]) > 0           # the rollout reached goals: near steps exist
+  assert abs(float(near["loss"][-1]) - float(plain["loss"][-1])) > 1e-3
+
+
 def test_bad_configs_are_named(env):
   with pytest.raises(ConfigError, match="expert_noise"):
     nav_bc.make_train(small_config(expert_noise=1.5), env)
   with pytest.raises(ConfigError, match="> 1"):
     nav_bc.make_train(small_config(expert_noise=0.6, learner_mix=0.6), env)
+  with pytest.raises(ConfigError, match="near_goal_weight"):
+    nav_bc.make_train(small_config(near_goal_weight=-1.0), env)
+  with pytest.raises(ConfigError, match="critic.coef"):
+    c = small_config()
+    c.critic.coef = -1.0
+    nav_bc.make_train(c, env)
   with pytest.raises(ConfigError, match="unknown key"):
     c = small_config()
     c.gamma = 0.99

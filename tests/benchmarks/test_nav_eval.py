@@ -57,6 +57,9 @@ def test_summary_is_in_percent_and_split_by_difficulty():
   s = nav_bench.summarize(r, "pointnav")
   assert s["success"] == 50.0 and s["spl"] == 37.5
   assert s["success_easy"] == 100.0 and s["success_hard"] == 0.0 and "success_medium" not in s
+  # 95% half-widths: 1.96 * sample std / sqrt(n), in percent.
+  assert s["success_ci95"] == pytest.approx(100 * 1.96 * np.std([1, 1, 0, 0], ddof=1) / 2)
+  assert s["spl_ci95"] == pytest.approx(100 * 1.96 * np.std([0.5, 1, 0, 0], ddof=1) / 2)
 
 
 def test_an_auto_reset_env_is_refused():

@@ -100,9 +100,17 @@ GOLDEN = {
     "nav:pointnav_depth":
         "c6201d03f5ca83309cf2b07afe763c0b015776b3c5e557cd6ca42581b3fd27e7",
     "nav:pointnav_rgb":
-        "5f8407474ceb576a0bed4787e4ffdd9ba6ce677bf539d2e81caf9d4727257fc9",
+        "ddfef6b53c2c2d62bf68cda433783f8110f751d1feb98868abd216728276f639",
     "nav:pointnav_rgbd":
-        "0c0df5930d88d4cdc6761343bf6e30f880f0989968015b1e7e1e262cf5ebc290",
+        "b679e1ed7c74f14d469c23736a7365ebc3e449e5851625540ae1bed62579de16",
+    "nav:pointnav_rgb_il":
+        "dd91276e00258f72ee6ce887618be10c9e5f902b3167a564c83961a1ee31be7e",
+    "nav:pointnav_rgbd_il":
+        "e278f07aba9e3840e18dfa120c93ca6c2a99a31c3db7b95832e9c602b6ce7d14",
+    "nav:pointnav_rgb_ppo32":
+        "925f4badb34a76a33b59ee5db8a318be47ac87a6c0f23cec2cb38cd408c58c51",
+    "nav:pointnav_rgbd_ppo32":
+        "7bfc2e2b22712e940346e4d669db2fe63c31cc82955da1fa405e56cedf0f6c73",
     "nav:tiny":
         "3ee2556bb7f70591f367d84a16229bd90e815e746b3c4807353498731a3daf10",
     "nav:tiny_rgbd":
@@ -117,6 +125,14 @@ GOLDEN = {
         "33926dc55e2f4aa7fadb22a82ab0e1e5df99a7bf7eafad50349844003ad8029b",
     "zoo_demo:quick":
         "6fc7424c5fb7d00f57de062c85e3d27ec9c28abeb3288d0304026bf9d4e60098",
+}
+
+# pointnav_rgb(d) before they became the 64x64 imitation agents: now the *_ppo32 variants.
+NAV_PPO32_AS_BEFORE = {
+    "nav:pointnav_rgb":
+        "5f8407474ceb576a0bed4787e4ffdd9ba6ce677bf539d2e81caf9d4727257fc9",
+    "nav:pointnav_rgbd":
+        "0c0df5930d88d4cdc6761343bf6e30f880f0989968015b1e7e1e262cf5ebc290",
 }
 
 # The nav variants' hashes before sprites and the embedded goal vector.
@@ -193,8 +209,23 @@ def test_a_changed_colosseum_definition_changes_the_hash(monkeypatch):
   assert colosseum_job.config_hash(config) != before
 
 
+def _earlier_nav_config(key: str):
+  """The config a nav variant of before the imitation agents had."""
+  name = key.split(":")[1]
+  if name in ("pointnav_rgb", "pointnav_rgbd"):
+    c = nav.get_config(f"{name}_ppo32")
+    c.variant = name
+    return c
+  return nav.get_config(name)
+
+
+def test_the_32px_ppo_agents_keep_their_hashes():
+  for key, value in NAV_PPO32_AS_BEFORE.items():
+    assert nav_job.config_hash(_earlier_nav_config(key)) == value, key
+
+
 def test_nav_configs_of_the_earlier_look_keep_their_hashes():
   for key, value in NAV_BEFORE_SPRITES.items():
-    c = nav.get_config(key.split(":")[1])
+    c = _earlier_nav_config(key)
     c.objects, c.policy.embed_vectors = "boxes", False
     assert nav_job.config_hash(c) == value, key

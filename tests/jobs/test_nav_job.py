@@ -1,7 +1,11 @@
 """The vcbench-nav job end to end on the tiny variant: train -> checkpoint -> evaluate on val
--> result store; a re-run resumes (no retraining, no re-evaluation); config refusals."""
+-> result store; a re-run resumes (no retraining, no re-evaluation); a run started from another
+run's params; config refusals."""
 import json
+import shutil
 
+import jax
+import numpy as np
 import pytest
 
 import launching
@@ -10,6 +14,9 @@ from vcbench import config as config_lib
 from vcbench import jobs
 from vcbench import metrics
 from vcbench import store as store_lib
+from vcbench.algos import runner
+from vcbench.benchmarks import nav as nav_bench
+from vcbench.jobs import nav as nav_job
 
 
 @pytest.mark.parametrize("algo", ["ppo", "bc"])
@@ -43,7 +50,38 @@ def test_tiny_job_trains_evaluates_stores_and_resumes(tmp_path, algo):
     assert [s for s, _ in scalars["val/success"]] == [2, 4]
 
 
+def test_init_from_trains_the_start_run_first_and_starts_from_its_best_params(tmp_path):
+  config = nav_config.get_config("tiny")
+  config.workdir, config.variant = str(tmp_path), "tiny_continued"
+  config.init_from = "configs/nav.py:tiny"
+  config.ppo.lr = 1e-9   # so the continued run's params stay where they started
+  nav_job.run(config)
+  start = nav_job.start_config(config)
+  start_params, _ = nav_bench.best_params(start)
+  params, _ = nav_bench.best_params(config)
+  fresh = nav_bench.make_trainer(config, log_fn=False).init(jax.random.key(0)).params
+  gap = lambda a, b: max(jax.tree.leaves(jax.tree.map(lambda x, y: float(np.max(np.abs(x - y))),
+                                                       a, b)))
+  # Adam moves each weight by ~lr per step: 16 steps at 1e-9 here, 1e-3 in the start run's.
+  assert gap(params, start_params) < 1e-6 < 1e-4 < gap(fresh, start_params)
+  # The continued run's results depend on the start run's config.
+  changed = nav_config.get_config("tiny")
+  changed.update(workdir=str(tmp_path), variant="tiny_continued", init_from=config.init_from)
+  changed.ppo.lr = 1e-9
+  assert nav_job.config_hash(changed) == nav_job.config_hash(config)
+  changed.init_from = ""
+  assert nav_job.config_hash(changed) != nav_job.config_hash(config)
+  # A start run killed half way is finished first, not taken as it is.
+  checkpoints = tmp_path / "tiny" / "train" / "checkpoints"
+  shutil.rmtree(checkpoints / "4")
+  assert runner.updates_done(tmp_path / "tiny" / "train") == 2
+  nav_job.trained(start)
+  assert runner.updates_done(tmp_path / "tiny" / "train") == 4
+
+
 @pytest.mark.parametrize("override, message", [
+    ({"init_from": "configs/nav.py:tiny_rgbd"}, "trains another network: sensors"),
+    ({"init_from": "configs/nav.py:tiny_lidar"}, "init_from.*unknown variant"),
     ({"task": "pointgoal"}, "task"),
     ({"algo": "dagger"}, "dagger.*bc, ppo|ppo, bc"),
     ({"sensors": ("lidar",)}, "sensors"),

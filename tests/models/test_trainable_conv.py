@@ -11,7 +11,10 @@ from vcbench.models import trainable_conv
 
 @pytest.mark.parametrize("shape,kernel,stride,padding", [
     ((3, 17, 15, 2), (8, 8), 4, "SAME"), ((2, 8, 8, 5), (4, 4), 2, "SAME"),
-    ((2, 6, 7, 3), (3, 3), 1, 1), ((2, 9, 9, 3), (3, 3), 2, "VALID")])
+    ((2, 6, 7, 3), (3, 3), 1, 1), ((2, 9, 9, 3), (3, 3), 2, "VALID"),
+    ((2, 64, 64, 4), (8, 8), 4, "SAME"), ((2, 8, 8, 4), (3, 3), 1, "SAME"),
+    ((2, 11, 10, 2), (5, 3), 3, 2), ((2, 13, 12, 2), (2, 2), 3, "VALID"),
+    ((2, 7, 9, 3), (3, 3), 2, "SAME")])
 def test_value_and_gradients_match_lax_conv(shape, kernel, stride, padding):
   kx, kw, ky = jax.random.split(jax.random.key(0), 3)
   x = jax.random.normal(kx, shape)

@@ -12,7 +12,10 @@ recurrent state, as PPO's update does). The action actually executed is the expe
 with probability `expert_noise` a uniformly random move or turn (DART-style noise injection, so the
 demonstrations show how to recover from mistakes) and with probability `learner_mix` the
 policy's own sampled action (DAgger-style: 0 is pure behaviour cloning). The previous action
-fed to the policy is the executed one, as at test time. A stored demo set of 2k episodes of
+fed to the policy is the executed one, as at test time. With `critic.coef` > 0 the value head
+also regresses the GAE returns of the executed rollout (PPO's targets), so that PPO can take
+over from the imitation agent with a critic that already knows its returns: an untrained critic
+would turn the first PPO updates into noise on a good policy. A stored demo set of 2k episodes of
 64x64 RGB-D would need ~10 GB here; rolling the expert costs less than the gradient step.
 
 The trainer is `recurrent.Trainer` (policy, optimiser, sharding; `runner.run` checkpoints it),
@@ -27,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from vcbench.algos import ppo
 from vcbench.algos import recurrent
 from vcbench.config import ConfigError, check_keys, require
 from vcbench.envs.nav import env as nav_env
@@ -48,8 +52,23 @@ def default_config() -> ml_collections.ConfigDict:
   c.max_grad_norm = 0.5
   c.expert_noise = 0.1         # probability of executing a random action instead.
   c.learner_mix = 0.0          # probability of executing the policy's own sample (DAgger).
+  c.critic = critic_config()
+  # Steps whose geodesic distance to the goal is below `near_goal_radius` weigh
+  # 1 + `near_goal_weight` in the cross-entropy (normalised to mean 1 over the batch): the few
+  # steps that decide between END and one more move, where imitated agents fail most.
+  c.near_goal_weight = 0.0
+  c.near_goal_radius = 0.5     # metres
   c.log_every = 10
   c.policy = recurrent.policy_config()
+  return c
+
+
+def critic_config() -> ml_collections.ConfigDict:
+  """The value head's regression on the executed rollout's returns (off at coef 0)."""
+  c = ml_collections.ConfigDict()
+  c.coef = 0.0                 # weight of 0.5 * (value - return)^2 beside the cross-entropy.
+  c.gamma = 0.99               # PPO's discount and GAE lambda, so PPO inherits a fitted critic.
+  c.gae_lambda = 0.95
   return c
 
 
@@ -57,11 +76,13 @@ def check_config(config, num_devices: int = 1) -> None:
   check_keys(config, default_config())
   for key in ("num_envs", "rollout_len", "update_epochs", "num_minibatches"):
     require(config, key, lambda v: isinstance(v, int) and v > 0, "a positive int")
-  for key in ("expert_noise", "learner_mix"):
+  for key in ("expert_noise", "learner_mix", "critic.gamma", "critic.gae_lambda"):
     require(config, key, lambda v: 0.0 <= v <= 1.0, "a probability in [0, 1]")
   if config.expert_noise + config.learner_mix > 1.0:
     raise ConfigError(f"config.expert_noise + config.learner_mix = "
                       f"{config.expert_noise + config.learner_mix} > 1")
+  for key in ("critic.coef", "near_goal_weight", "near_goal_radius"):
+    require(config, key, lambda v: v >= 0, "a number >= 0")
   recurrent.check_policy(config)
   n, m = config.num_envs, config.num_minibatches
   if n % (m * num_devices):
@@ -79,10 +100,10 @@ class BC:
 
   @staticmethod
   def log_line(m: dict, steps: int, sps: str) -> str:
-    del sps
     return (f"update {int(m['update'])} | env steps {steps:,} | bc loss {float(m['loss']):.4f} "
-            f"acc {float(m['accuracy']):.3f} | executed: success {float(m['success']):.3f} "
-            f"spl {float(m['spl']):.3f} (n={int(m['episodes'])})")
+            f"acc {float(m['accuracy']):.3f} vf {float(m['value_loss']):.4f} | executed: success "
+            f"{float(m['success']):.3f} spl {float(m['spl']):.3f} (n={int(m['episodes'])}) | "
+            f"{sps} steps/s")
 
   def update(self, t: recurrent.Trainer, state: recurrent.TrainState, env, frozen):
     c = t.config
@@ -90,8 +111,8 @@ class BC:
 
     def act(env_state, rnn, prev_action, start, key):
       k_policy, k_noise, k_random = jax.random.split(key, 3)
-      rnn, logits, _ = t.policy_step(state.params, frozen, env_state.obs, rnn, prev_action,
-                                     start)
+      rnn, logits, value = t.policy_step(state.params, frozen, env_state.obs, rnn,
+                                         prev_action, start)
       label = jax.vmap(expert.action, in_axes=(None, 0))(env, env_state)
       u = jax.random.uniform(k_noise, label.shape)
       # Noise never calls END: a random stop would just end the demonstration.
@@ -100,11 +121,16 @@ class BC:
       action = jnp.where(u < c.expert_noise, random,
                          jnp.where(u < c.expert_noise + c.learner_mix, own, label))
       record = lambda new: dict(obs=t.obs(env_state.obs), prev_action=prev_action, start=start,
-                                label=label, done=new.done)
+                                label=label, done=new.done, reward=new.reward, value=value,
+                                near=env_state.sim.distance < c.near_goal_radius)
       return rnn, action, record
 
     (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
         state, env, k_rollout, act)
+    _, _, last_value = t.policy_step(state.params, frozen, env_state.obs, carry, prev_action,
+                                     start)
+    _, traj["return"] = ppo.gae(traj["reward"], traj["value"], traj["done"], last_value,
+                                c.critic.gamma, c.critic.gae_lambda)
     (params, opt_state), stats = t.sgd_epochs(state, (traj, state.carry), frozen, k_epochs,
                                               functools.partial(self.loss, t))
     metrics = {**recurrent.finished_episode_means(traj["done"], ep_metrics),
@@ -117,12 +143,16 @@ class BC:
   @staticmethod
   def loss(t: recurrent.Trainer, params, minibatch, frozen):
     traj, carry0 = minibatch
-    _, logits, _ = t.policy.apply({"params": params}, traj["obs"], carry0,
-                                  traj["prev_action"], traj["start"], frozen)
+    _, logits, value = t.policy.apply({"params": params}, traj["obs"], carry0,
+                                      traj["prev_action"], traj["start"], frozen)
     log_probs = jax.nn.log_softmax(logits)
-    loss = -jnp.mean(jnp.take_along_axis(log_probs, traj["label"][..., None], -1))
+    weight = 1.0 + t.config.near_goal_weight * traj["near"].astype(jnp.float32)
+    nll = -jnp.take_along_axis(log_probs, traj["label"][..., None], -1)[..., 0]
+    loss = jnp.sum(weight * nll) / jnp.sum(weight)
     accuracy = jnp.mean((jnp.argmax(logits, -1) == traj["label"]).astype(jnp.float32))
-    return loss, {"loss": loss, "accuracy": accuracy}
+    value_loss = 0.5 * jnp.mean(jnp.square(value - traj["return"]))
+    total = loss + t.config.critic.coef * value_loss
+    return total, {"loss": loss, "accuracy": accuracy, "value_loss": value_loss}
 
 
 def make_train(config, env, *, encoder=None, log_fn: Optional[Callable] = None,

@@ -31,6 +31,7 @@ import dataclasses
 import json
 import math
 import pathlib
+import time
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import jax
@@ -59,7 +60,12 @@ Callback = Callable[[Progress], None]
 # value that reproduces those runs: left out at that value, so the runs still resume and keep
 # their hashes.
 ADDED_LATER = {"policy.finetune_encoder": False, "policy.encoder_lr": 1e-5,
-               "policy.encoder_chunk": 64, "policy.embed_vectors": False, "objects": "boxes"}
+               "policy.encoder_chunk": 64, "policy.embed_vectors": False, "objects": "boxes",
+               # nav_bc's critic (off): under a nav job config and in the learner's own.
+               "bc.critic": {"coef": 0.0, "gamma": 0.99, "gae_lambda": 0.95},
+               "critic": {"coef": 0.0, "gamma": 0.99, "gae_lambda": 0.95}, "init_from": "",
+               "bc.near_goal_weight": 0.0, "bc.near_goal_radius": 0.5,
+               "near_goal_weight": 0.0, "near_goal_radius": 0.5}
 
 
 def fingerprint(config, not_hashed: Sequence[str] = ("log_every",)) -> str:
@@ -121,6 +127,9 @@ def run(trainer, workdir: Optional[str | pathlib.Path], chunk: int, *,
       checkpoints_dir(workdir), max_to_keep=max_to_keep)
   try:
     done, state, metrics = _start(trainer, ckpt, config, key, init)
+    # Training time over every process that worked on the run (resumes included).
+    wall0, t0 = (((ckpt.metadata(done) or {}).get("wall_seconds", 0.0)) if done else 0.0,
+                 time.monotonic())
     if done:
       for callback in callbacks:  # In case the run was killed inside one.
         callback(Progress(done, 0, state, metrics))
@@ -133,13 +142,30 @@ def run(trainer, workdir: Optional[str | pathlib.Path], chunk: int, *,
       done += n
       if ckpt is not None and (done % every == 0 or done == end):
         ckpt.save(done, {"state": state, "metrics": metrics},
-                  metadata={"config": config, "updates": done})
+                  metadata={"config": config, "updates": done,
+                            "wall_seconds": round(wall0 + time.monotonic() - t0, 1)})
       for callback in callbacks:
         callback(Progress(done, n, state, metrics))
   finally:
     if ckpt is not None:
       ckpt.close()
   return state, metrics
+
+
+def updates_done(workdir: str | pathlib.Path) -> int:
+  """Updates of the run in `workdir` up to its latest checkpoint (0 without one)."""
+  if not checkpoints_dir(workdir).is_dir():
+    return 0
+  with Checkpointer(checkpoints_dir(workdir), max_to_keep=None) as ckpt:
+    return ckpt.latest_step() or 0
+
+
+def wall_seconds(workdir: str | pathlib.Path) -> Optional[float]:
+  """Seconds spent training the run in `workdir` up to its latest checkpoint, over all the
+  processes that resumed it (None for checkpoints written before this was recorded)."""
+  with Checkpointer(checkpoints_dir(workdir), max_to_keep=None) as ckpt:
+    done = ckpt.latest_step()
+    return (ckpt.metadata(done) or {}).get("wall_seconds") if done is not None else 0.0
 
 
 def restore(trainer, workdir: str | pathlib.Path, strict: bool = True

@@ -15,6 +15,7 @@ with a fixed key (habitat-baselines' evaluation samples too), or taken greedily.
 from __future__ import annotations
 
 import functools
+import pathlib
 from typing import Any, Callable, Optional
 
 import jax
@@ -22,7 +23,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from vcbench.algos import nav_bc, ppo
+from vcbench.algos import nav_bc, ppo, runner
 from vcbench.envs import nav
 from vcbench.envs.nav import tasks as tk
 from vcbench.envs.nav.env import END, METRICS
@@ -93,12 +94,22 @@ def evaluate(policy_step: PolicyStep, initial_carry: Callable[[int], Any], param
   return {k: np.concatenate(v) for k, v in out.items()}
 
 
+def ci95(values) -> float:
+  """Half-width of the 95% interval of a mean over episodes (normal approximation; NaN below
+  two episodes)."""
+  v = np.asarray(values, np.float64)
+  return 1.96 * float(np.std(v, ddof=1)) / np.sqrt(len(v)) if len(v) > 1 else float("nan")
+
+
 def summarize(results: dict[str, np.ndarray], task: str) -> dict[str, float]:
-  """SR and SPL in %, overall and per RobustNav difficulty bin, plus behaviour metrics."""
+  """SR and SPL in % (with 95% half-widths `*_ci95`), overall and per RobustNav difficulty bin,
+  plus behaviour metrics."""
   t = tk.get(task)
   out = {"episodes": float(len(results["success"])),
          "success": 100.0 * float(np.mean(results["success"])),
          "spl": 100.0 * float(np.mean(results["spl"])),
+         "success_ci95": 100.0 * ci95(results["success"]),
+         "spl_ci95": 100.0 * ci95(results["spl"]),
          "failed_actions": float(np.mean(results["failed_actions"])),
          "min_distance": float(np.mean(results["min_distance"])),
          "stop_failure": 100.0 * float(np.mean(results["stop_failure"])),
@@ -124,9 +135,10 @@ def _percent(part, whole) -> float:
 # Envs and learners from a job config (configs/nav.py).
 
 
-def algo_config(config) -> ml_collections.ConfigDict:
-  """The chosen learner's config with the job's policy and seed filled in."""
-  c = ml_collections.ConfigDict(config[config.algo].to_dict())
+def algo_config(config, algo: str = "") -> ml_collections.ConfigDict:
+  """The config of learner `algo` (default: the chosen one, `config.algo`) with the job's policy
+  and seed filled in."""
+  c = ml_collections.ConfigDict(config[algo or config.algo].to_dict())
   c.policy = ml_collections.ConfigDict(config.policy.to_dict())
   c.seed = config.seed
   return c
@@ -148,6 +160,22 @@ def make_trainer(config, env=None, **kwargs):
   """The config's learner (a `recurrent.Trainer`) on `env` (default: the training env)."""
   env = make_env(config, "train") if env is None else env
   return LEARNERS.get(config.algo).make_train(algo_config(config), env, **kwargs)
+
+
+def best_dir(config) -> pathlib.Path:
+  """Where the run of `config` keeps its best-on-val params (`runner.SelectBest`)."""
+  return pathlib.Path(config.workdir) / config.variant / "best"
+
+
+def best_params(config, trainer=None):
+  """(params, selection entry) of the run of `config`: its best-on-val checkpoint."""
+  if not (best_dir(config) / "validation.json").exists():
+    raise FileNotFoundError(f"no trained {config.variant} agent under {config.workdir} "
+                            f"({best_dir(config)}/validation.json is missing)")
+  trainer = make_trainer(config, log_fn=False) if trainer is None else trainer
+  selection = runner.SelectBest(None, None, directory=best_dir(config))
+  params = selection.best_state(jax.eval_shape(lambda: trainer.init(jax.random.key(0)).params))
+  return params, selection.best
 
 
 def evaluator(config, trainer, split: str, episodes: int, scenes: int = 0):

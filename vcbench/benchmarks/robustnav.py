@@ -35,6 +35,7 @@ from vcbench.algos import pad as pad_lib
 from vcbench.algos import ppo
 from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
+from vcbench.benchmarks import nav_agents
 from vcbench.robustness import augment
 from vcbench.robustness import dynamics as dyn
 from vcbench.robustness import visual
@@ -135,25 +136,29 @@ def evaluate(trainer, params, env, *, task: str = "pointnav", batch: int = 150, 
 
 class Agent:
   """A clean-trained nav agent: its nav config (a configs/nav.py variant, its `workdir` the run's
-  root), trainer (the policy) and best-on-val params."""
+  root), trainer (the policy) and best-on-val params (given, or read from the run)."""
 
-  def __init__(self, nav_config):
+  def __init__(self, nav_config, params=None, best: Optional[dict] = None):
     self.nav, self.variant = nav_config, nav_config.variant
-    best = pathlib.Path(nav_config.workdir) / nav_config.variant / "best"
-    if not (best / "validation.json").exists():
-      raise FileNotFoundError(f"no trained {self.variant} agent under {nav_config.workdir} "
-                              f"({best}/validation.json is missing)")
     self.trainer = nav_bench.make_trainer(nav_config, log_fn=False)
-    self.selection = runner.SelectBest(None, None, directory=best)
-    self.params = self.selection.best_state(jax.eval_shape(
-        lambda: self.trainer.init(jax.random.key(0)).params))
+    if params is None:
+      params, best = nav_bench.best_params(nav_config, self.trainer)
+    self.params, self.best = params, best
+
+  @classmethod
+  def shipped(cls, name: str, workdir: str) -> "Agent":
+    """A shipped agent (`nav_agents`), its fine-tuning runs under `workdir`."""
+    s = nav_agents.load(name)
+    s.config.workdir = workdir
+    return cls(s.config, s.params, {"update": s.meta["selected_update"],
+                                    "success": s.meta["val_success"]})
 
   def env(self, split: str, episodes: int = 0, scenes: int = 0):
     return nav_bench.make_env(self.nav, split, episodes, scenes)
 
   @property
   def info(self) -> dict:
-    best = self.selection.best
+    best = self.best
     return {"agent_update": best["update"], "agent_val_success": best["success"],
             "agent_steps": best["update"] * self.trainer.steps_per_update}
 
@@ -190,8 +195,9 @@ def adapt(agent: Agent, method: str, cond: Condition, directory: str | pathlib.P
 
 def finetune_trainer(nav_config, env, steps: int, lr: float):
   """The PPO trainer that fine-tunes an agent of `nav_config` on `env` for `steps` env steps
-  at peak lr `lr` (its own PPO settings otherwise); start it with `init_from(key, params)`."""
-  c = nav_bench.algo_config(nav_config)
+  at peak lr `lr` (its own PPO settings otherwise, whichever learner trained the agent); start
+  it with `init_from(key, params)`."""
+  c = nav_bench.algo_config(nav_config, "ppo")
   c.num_updates = max(1, steps // (c.num_envs * c.rollout_len))
   c.lr, c.log_every = lr, 10
   return ppo.make_train(c, env)

@@ -3,7 +3,10 @@ apartments after every chunk) -> the best checkpoint evaluated on test apartment
 store -> summary (configs/nav.py has the variants and the launch commands).
 
 Training resumes from the latest checkpoint after a kill (same learning curve); the
-evaluation cell is skipped when the store already holds it for this config hash.
+evaluation cell is skipped when the store already holds it for this config hash. A run can
+start from another run's best params (`init_from`, e.g. a second imitation stage or PPO after
+imitation; that run is trained to its end first) and export its agent (`export_to`, read by
+`benchmarks.nav_agents` and `launch.nav_eval`).
 """
 from __future__ import annotations
 
@@ -16,11 +19,14 @@ import jax
 import ml_collections
 
 from vcbench import config as config_lib
+from vcbench import files
 from vcbench import metrics as metrics_lib
 from vcbench.algos import nav_bc
 from vcbench.algos import ppo
+from vcbench.algos import recurrent
 from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
+from vcbench.benchmarks import nav_agents
 from vcbench.envs.nav import render as nav_render
 from vcbench.envs.nav import scenes as scene_gen
 from vcbench.envs.nav import tasks
@@ -28,7 +34,7 @@ from vcbench.jobs import grid as grid_lib
 from vcbench.store import Cell
 
 # Where a run executes and what it logs, not what it computes.
-NOT_HASHED = ("workdir", "chunk_updates", "eval_batch", "tensorboard")
+NOT_HASHED = ("workdir", "chunk_updates", "eval_batch", "tensorboard", "export_to")
 
 
 def _learner_config(module) -> ml_collections.ConfigDict:
@@ -63,6 +69,12 @@ def default_config() -> ml_collections.ConfigDict:
   c.tensorboard = False       # training and validation curves as TensorBoard event files in
                               # <workdir>/<variant>/tb (curve.json is always written).
   c.seed = 0
+  # A nav config 'file:variant' (e.g. 'configs/nav.py:pointnav_rgbd_il') whose best-on-val
+  # params start this run's training (e.g. PPO from an imitation agent), trained first under
+  # this workdir if absent; '' starts from scratch. Its policy and sensors must be this one's.
+  c.init_from = ""
+  c.export_to = ""            # write the best params + config + test numbers here (an .npz
+                              # that `benchmarks.nav_agents.load` reads) once the run is done.
   c.policy = ppo.default_config().policy   # shared by both learners
   c.policy.hidden = 256
   c.policy.rnn_layers = 1
@@ -85,10 +97,52 @@ def validate(config) -> None:
   nav_bench.LEARNERS.get(config.algo).check_config(nav_bench.algo_config(config),
                                                    jax.device_count())
   nav_render.Camera(height=config.height, width=config.width, hfov=config.hfov)
+  if config.init_from:
+    validate(start_config(config))
 
 
 def config_hash(config) -> str:
-  return grid_lib.config_hash(config, NOT_HASHED, runner.ADDED_LATER)
+  # A run that starts from another's params depends on that run's whole config.
+  extra = {"init_from": config_hash(start_config(config))} if config.init_from else {}
+  return grid_lib.config_hash(config, NOT_HASHED, runner.ADDED_LATER, **extra)
+
+
+# What must agree between a run and the run its params start from.
+_SAME_FOR_INIT = ("policy", "sensors", "height", "width", "task")
+
+
+def start_config(config) -> ml_collections.ConfigDict:
+  """The config of the run whose params start `config`'s training (`init_from`), under the
+  same workdir."""
+  try:
+    start = config_lib.load_file(config.init_from)
+  except (ValueError, FileNotFoundError) as e:
+    raise config_lib.ConfigError(f"config.init_from = {config.init_from!r}: {e}") from None
+  start.workdir = config.workdir
+  differ = [k for k in _SAME_FOR_INIT if _plain(start[k]) != _plain(config[k])]
+  if differ:
+    raise config_lib.ConfigError(
+        f"config.init_from = {config.init_from!r} trains another network: "
+        + "; ".join(f"{k}: {_plain(start[k])!r} there, {_plain(config[k])!r} here"
+                    for k in differ))
+  return start
+
+
+def _plain(v):
+  return v.to_dict() if isinstance(v, ml_collections.ConfigDict) else tuple(v) if isinstance(
+      v, (list, tuple)) else v
+
+
+def trained(config) -> None:
+  """Trains the run of `config` to its end (resuming it; with its test evaluation) unless it
+  is done: a run killed half way is not an agent yet."""
+  done = runner.updates_done(pathlib.Path(config.workdir) / config.variant / "train")
+  if (done < recurrent.num_updates(nav_bench.algo_config(config))
+      or not (nav_bench.best_dir(config) / "validation.json").exists()):
+    print(f"nav: {config.variant} under {config.workdir} is not trained to its end (update "
+          f"{done}); training it", flush=True)
+    with files.workdir_lock(config.workdir):
+      run(config)
 
 
 def cell(config) -> Cell:
@@ -134,13 +188,21 @@ def run(config) -> dict:
   workdir = pathlib.Path(config.workdir) / config.variant
   grid = grid_lib.Grid("vcbench-nav", config.workdir, config_hash(config))
   t0 = time.time()
+  init = None
+  if config.init_from:
+    start = start_config(config)
+    trained(start)
+    params, best = nav_bench.best_params(start)
+    init = lambda key: trainer.init_from(key, params)
+    print(f"nav: {config.variant} starts from {start.variant} (update {best['update']}, val SR "
+          f"{best['success']:.1f})", flush=True)
   trainer = nav_bench.make_trainer(config)
   print(f"nav: {config.variant}: {config.algo} on {config.task}, {trainer.num_updates} updates "
         f"x {trainer.steps_per_update} env steps, workdir {workdir}", flush=True)
   with curve_writers(config, workdir) as (curve, writer):
     select = selection(config, workdir / "best",
                        nav_bench.evaluator(config, trainer, "val", config.val_episodes), writer)
-    state, _ = runner.run(trainer, workdir / "train", config.chunk_updates,
+    state, _ = runner.run(trainer, workdir / "train", config.chunk_updates, init=init,
                           callbacks=[runner.WriteMetrics(curve, prefix=""),
                                      runner.WriteMetrics(writer), select])
   train_seconds = time.time() - t0
@@ -153,11 +215,32 @@ def run(config) -> dict:
         "val_success": select.best["success"],
         "env_steps": int(trainer.num_updates * trainer.steps_per_update),
         "wall_seconds_this_process": round(train_seconds, 1),
+        "train_wall_seconds": runner.wall_seconds(workdir / "train"),
         "eval_seconds": round(time.time() - t1, 1)}, allow_nonfinite=True)
   rows = grid.rows(benchmark=nav_bench.BENCHMARK)
   summary = {k: v for k, v in rows[-1].items() if isinstance(v, float)}
   print(_table(config, summary), flush=True)
+  if config.export_to:
+    nav_agents.export(config.export_to, config,
+                      select.best_state(jax.eval_shape(lambda: state.params)), {
+                          "config_hash": config_hash(config), "test": summary,
+                          "selected_update": select.best["update"],
+                          "val_success": select.best["success"], "stages": stages(config)})
+    print(f"nav: exported the agent to {config.export_to}", flush=True)
   return summary
+
+
+def stages(config) -> list[dict]:
+  """The training runs behind `config`'s params, first first (`init_from` chain): variant,
+  learner, env steps, training wall seconds, selected update."""
+  before = stages(start_config(config)) if config.init_from else []
+  c = nav_bench.algo_config(config)
+  steps = recurrent.num_updates(c) * c.num_envs * c.rollout_len
+  best = runner.SelectBest(None, None, directory=nav_bench.best_dir(config)).best
+  return before + [{"variant": config.variant, "algo": config.algo, "env_steps": steps,
+                    "wall_seconds": runner.wall_seconds(
+                        pathlib.Path(config.workdir) / config.variant / "train"),
+                    "selected_update": best["update"]}]
 
 
 def _table(config, s: dict) -> str:

@@ -17,7 +17,6 @@ import time
 import ml_collections
 
 from vcbench import config as config_lib
-from vcbench import files
 from vcbench.algos import pad as pad_lib
 from vcbench.benchmarks import robustnav as rn
 from vcbench.jobs import grid as grid_lib
@@ -100,17 +99,14 @@ def nav_config(config, variant: str) -> ml_collections.ConfigDict:
     raise config_lib.ConfigError(f"agents: {e}") from None
   nav.workdir = config.nav_workdir
   if config.nav_updates:
-    nav.ppo.num_updates = config.nav_updates
+    nav[nav.algo].num_updates = config.nav_updates
   return nav
 
 
 def agent(config, variant: str) -> rn.Agent:
   """The clean-trained agent `variant`, trained first if `nav_workdir` has none."""
   nav = nav_config(config, variant)
-  if not (pathlib.Path(nav.workdir) / variant / "best" / "validation.json").exists():
-    print(f"robustnav: no trained {variant} under {nav.workdir}; training it", flush=True)
-    with files.workdir_lock(nav.workdir):
-      nav_job.run(nav)
+  nav_job.trained(nav)
   return rn.Agent(nav)
 
 
