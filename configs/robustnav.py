@@ -4,7 +4,8 @@ agent (Table 3): PAD adaptation (action / rotation prediction) and task-reward f
 within the calibration budget, and training with data augmentation.
 
   python -m launch.main --config configs/robustnav.py            # the full protocol (~1.5 h
-        # on 2 CPU cores once the agents exist; trains them first with configs/nav.py if not)
+        # on 2 CPU cores with the earlier 32x32 agents; the 64x64 ones cost more, not timed
+        # yet; trains the agents first with configs/nav.py if they do not exist)
   python -m launch.main --config configs/robustnav.py:table2     # Table 2 only
   python -m launch.main --config configs/robustnav.py:tiny       # seconds-scale smoke run
   python -m launch.robustnav_report --store runs/robustnav/results.jsonl --out runs/robustnav/report
