@@ -232,3 +232,24 @@ def test_generated_episodes_are_solvable_and_in_their_bins():
   assert ((eps.distance >= lo) & (eps.distance < hi)).all()
   again = ep.generate(scenes, "pointnav", 40, seed=1)
   np.testing.assert_array_equal(eps.start, again.start)
+
+
+def test_near_a_point_goal_success_distance_is_the_observed_one():
+  # PointNav's success rule reads the geodesic field; within 0.45 m of the goal (a cell centre)
+  # it must equal the Euclidean distance the agent sees in gps_compass, or END there would be
+  # a guess.
+  from vcbench.envs import nav  # pylint: disable=import-outside-toplevel
+  env = nav.make("pointnav", "test", num_scenes=4, num_episodes=20, height=8, width=8,
+                 sensors=("depth",), auto_reset=False)
+  rng, checked = np.random.default_rng(0), 0
+  for i in range(20):
+    e = jax.tree.map(lambda x, i=i: x[i], env.episodes)
+    scene = env.scene(e.scene)
+    for r, a in zip(rng.uniform(0, 0.45, 20), rng.uniform(-np.pi, np.pi, 20)):
+      xy = e.goal + r * jnp.array([np.cos(a), np.sin(a)], jnp.float32)
+      if bool(E.collides(scene, xy)):
+        continue
+      assert float(geodesic.distance_at(e.field, scene.navigable, xy)) == pytest.approx(
+          float(E.gps_compass(xy, 0.0, e.goal)[0]), abs=1e-5)
+      checked += 1
+  assert checked > 300
