@@ -83,3 +83,15 @@ def test_the_readme_command_evaluates_a_shipped_agent(tmp_path):
                       "--split", "val", tmp_path=tmp_path, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "| now (val, 15 apartments) | 4 | " in out.stdout and "episodes failed" in out.stdout
+
+
+def test_end_profile_bins_the_live_steps(exported):
+  config, _ = exported
+  agent = nav_agents.load(config.export_to)
+  env = nav_bench.make_env(config, "test", config.test_episodes, config.val_scenes)
+  rows = nav_eval.end_profile(agent, env, batch=4)
+  assert [(lo, hi) for lo, hi, _, _ in rows] == list(zip(nav_eval.END_BINS[:-1],
+                                                         nav_eval.END_BINS[1:]))
+  steps = sum(n for _, _, n, _ in rows)     # each episode lives 1 .. max_steps steps
+  assert config.test_episodes <= steps <= config.test_episodes * env.max_steps
+  assert all(0.0 <= p <= 1.0 for _, _, n, p in rows if n)
