@@ -192,11 +192,13 @@ def run(config) -> dict:
   if config.init_from:
     start = start_config(config)
     trained(start)
-    params, best = nav_bench.best_params(start)
+  trainer = nav_bench.make_trainer(config)
+  if config.init_from:
+    # The same policy (start_config checks it): this trainer gives the params' shapes.
+    params, best = nav_bench.best_params(start, trainer)
     init = lambda key: trainer.init_from(key, params)
     print(f"nav: {config.variant} starts from {start.variant} (update {best['update']}, val SR "
           f"{best['success']:.1f})", flush=True)
-  trainer = nav_bench.make_trainer(config)
   print(f"nav: {config.variant}: {config.algo} on {config.task}, {trainer.num_updates} updates "
         f"x {trainer.steps_per_update} env steps, workdir {workdir}", flush=True)
   with curve_writers(config, workdir) as (curve, writer):
