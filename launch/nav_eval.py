@@ -26,7 +26,7 @@ def define_flags() -> None:
   flags.DEFINE_boolean("greedy", None, "argmax actions (default: the agent config's)")
   flags.DEFINE_integer("seed", 0, "action-sampling seed")
   flags.DEFINE_boolean("end_profile", False, "also print the mean probability of END by "
-                       "distance to the goal over the steps of the episodes (PointNav)")
+                       "distance to the goal over the steps of the evaluated episodes (PointNav)")
 
 
 def evaluate(agent, split: str, episodes: int, scenes: int, batch: int, greedy: bool,
@@ -40,42 +40,14 @@ def evaluate(agent, split: str, episodes: int, scenes: int, batch: int, greedy: 
   return nav_bench.summarize(results, agent.config.task), results
 
 
-END_BINS = (0.0, 0.1, 0.2, 0.25, 0.3, 0.4, 0.6, 1.0, 100.0)   # metres
-
-
-def end_profile(agent, env, batch: int, seed: int = 0, bins=END_BINS) -> list[tuple]:
-  """(lo, hi, live steps, mean P(END)) per distance bin over the sampled episodes of `env`: how
-  sharply the policy's END follows the success radius."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from vcbench.envs.nav.env import END  # pylint: disable=g-import-not-at-top
-  t = agent.trainer
-
-  @jax.jit
-  def run(indices, key):
-    state, n = jax.vmap(env.reset_to)(indices), indices.shape[0]
-
-    def step(c, k):
-      state, rnn, prev, start = c
-      rnn, logits, _ = t.policy_step(agent.params, t.frozen, state.obs, rnn, prev, start)
-      action = jax.random.categorical(k, logits).astype(jnp.int32)
-      out = (state.obs["gps_compass"][:, 0], jax.nn.softmax(logits)[:, END], ~state.done)
-      return (jax.vmap(env.step)(state, action), rnn, action, jnp.zeros_like(start)), out
-    carry = (state, t.policy.initial_carry(n), jnp.zeros(n, jnp.int32), jnp.ones(n, bool))
-    return jax.lax.scan(step, carry, jax.random.split(key, env.max_steps))[1]
-
-  total, chunks = len(env.episodes), []
-  for i, start in enumerate(range(0, total, batch)):
-    idx = jnp.arange(start, min(start + batch, total), dtype=jnp.int32)
-    chunks.append([np.asarray(x) for x in run(idx, jax.random.fold_in(jax.random.key(seed), i))])
-  rho, p_end, live = (np.concatenate([c[j].ravel() for c in chunks]) for j in range(3))
-  rho, p_end = rho[live], p_end[live]
-  rows = []
-  for lo, hi in zip(bins[:-1], bins[1:]):
-    m = (rho >= lo) & (rho < hi)
-    rows.append((lo, hi, int(m.sum()), float(p_end[m].mean()) if m.any() else float("nan")))
-  return rows
+def end_profile(results: dict) -> list[tuple]:
+  """(lo, hi, live steps, mean P(END)) per goal-distance bin (`nav.END_BINS`) over the episodes
+  of PointNav `results`: how sharply the policy's END follows the success radius."""
+  from vcbench.benchmarks import nav as nav_bench  # pylint: disable=g-import-not-at-top
+  steps, p_sum = (results[k].sum(axis=0) for k in nav_bench.END_PROFILE)
+  bins = nav_bench.END_BINS
+  return [(lo, hi, int(n), float(p / n) if n else float("nan"))
+          for lo, hi, n, p in zip(bins[:-1], bins[1:], steps, p_sum)]
 
 
 def failures(results: dict) -> str:
@@ -128,10 +100,8 @@ def main(argv):
   print(table(rows, [b[0] for b in tasks.get(agent.config.task).bins]))
   print(failures(results), flush=True)
   if f.end_profile:
-    from vcbench.benchmarks import nav as nav_bench  # pylint: disable=g-import-not-at-top
-    env = nav_bench.make_env(agent.config, f.split, f.episodes, scenes)
     print("| distance to goal (m) | steps | mean P(END) |\n|---|---|---|")
-    for lo, hi, n, p in end_profile(agent, env, f.batch, f.seed):
+    for lo, hi, n, p in end_profile(results):
       print(f"| {lo:g}-{hi:g} | {n} | {p:.3f} |", flush=True)
 
 

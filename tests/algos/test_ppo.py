@@ -10,7 +10,7 @@ from vcbench.algos import recurrent
 from vcbench.algos import runner
 from vcbench.config import ConfigError
 from vcbench.models import nav_policy, zoo
-from vcbench.models.nav_policy import NavPolicy
+from vcbench.models.nav_policy import NavPolicy, fourier_features
 from vcbench.models.preprocess import Preprocess
 from vcbench.models.vit import ViT
 
@@ -116,6 +116,35 @@ def test_previous_action_input_can_be_switched_off(use_prev_action):
   assert ("prev_action_embed" in variables["params"]) == use_prev_action
   logits = [policy.apply(variables, obs, carry, a, start)[1] for a in acts]
   assert (np.abs(np.asarray(logits[0] - logits[1])).max() > 1e-6) == use_prev_action
+
+
+def test_fourier_features_are_the_vector_then_its_sines_and_cosines():
+  x = np.array([[0.2, -1.5], [0.05, 3.0]], np.float32)
+  k = np.pi * 2.0 ** np.arange(3)
+  want = np.concatenate([x, np.sin(x[..., None] * k).reshape(2, -1),
+                         np.cos(x[..., None] * k).reshape(2, -1)], axis=-1)
+  np.testing.assert_allclose(fourier_features(jnp.asarray(x), 3), want, rtol=1e-5, atol=1e-6)
+  assert fourier_features(jnp.asarray(x), 0) is not None and fourier_features(x, 0).shape == (2, 2)
+
+
+@pytest.mark.parametrize("octaves", [0, 4])
+def test_the_goal_embedding_reads_the_fourier_features(octaves):
+  t, b = 2, 3
+  obs = nav_obs(np.random.default_rng(4), t, b)
+  start, prev = np.ones((t, b), bool), np.zeros((t, b), np.int32)
+  policy = NavPolicy(num_actions=4, hidden=16, rnn_layers=1, vector_fourier=octaves)
+  carry = policy.initial_carry(b)
+  variables = policy.init(jax.random.key(0), obs, carry, prev, start)
+  assert variables["params"]["gps_compass_embed"]["kernel"].shape == (2 * (1 + 2 * octaves), 32)
+  # With the rows that read the raw vector zeroed, the goal reaches the logits only through
+  # the Fourier features.
+  params = jax.tree_util.tree_map_with_path(
+      lambda path, x: x.at[:2].set(0) if "gps_compass_embed" in jax.tree_util.keystr(path)
+      and x.ndim == 2 else x, variables)
+  moved = {**obs, "gps_compass": obs["gps_compass"] + np.float32(0.01)}
+  delta = np.abs(np.asarray(policy.apply(params, moved, carry, prev, start)[1]
+                            - policy.apply(params, obs, carry, prev, start)[1])).max()
+  assert (delta > 1e-7) == (octaves > 0), delta
 
 
 def test_visual_norm_makes_the_policy_invariant_to_the_feature_scale():

@@ -98,6 +98,7 @@ def test_resume_restores_the_fine_tuned_encoder(run, tmp_path):
     (dict(encoder="random_vit_ti", finetune_encoder=True, encoder_lr=-1e-5),
      "config.policy.encoder_lr: expected a number >= 0"),
     (dict(encoder_chunk=-1), "config.policy.encoder_chunk: expected an int >= 0"),
+    (dict(vector_fourier=-2), "config.policy.vector_fourier: expected an int in \\[0, 16\\]"),
 ])
 def test_config_errors(policy, message):
   config = small_config()
@@ -109,8 +110,18 @@ def test_config_errors(policy, message):
 def test_default_config_hashes_as_before_the_fine_tuning_fields():
   config = small_config()
   old = config.copy_and_resolve_references()
-  for key in ("finetune_encoder", "encoder_lr", "encoder_chunk"):
+  for key in ("finetune_encoder", "encoder_lr", "encoder_chunk", "vector_fourier"):
     del old.policy[key]
   assert runner.fingerprint(config) == runner.fingerprint(old)
   config.policy.finetune_encoder = True
   assert runner.fingerprint(config) != runner.fingerprint(old)
+
+
+def test_a_config_read_back_from_before_gets_the_added_fields():
+  config = small_config()
+  old = config.copy_and_resolve_references()
+  del old.policy["vector_fourier"], old.policy["encoder_lr"]
+  filled = runner.with_added_later(old, config)
+  assert filled.policy.vector_fourier == 0 and filled.policy.encoder_lr == 1e-5
+  assert runner.fingerprint(filled) == runner.fingerprint(config)
+  assert "critic" not in filled    # only fields today's config of that kind has

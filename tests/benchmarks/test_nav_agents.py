@@ -88,10 +88,11 @@ def test_the_readme_command_evaluates_a_shipped_agent(tmp_path):
 def test_end_profile_bins_the_live_steps(exported):
   config, _ = exported
   agent = nav_agents.load(config.export_to)
-  env = nav_bench.make_env(config, "test", config.test_episodes, config.val_scenes)
-  rows = nav_eval.end_profile(agent, env, batch=4)
-  assert [(lo, hi) for lo, hi, _, _ in rows] == list(zip(nav_eval.END_BINS[:-1],
-                                                         nav_eval.END_BINS[1:]))
-  steps = sum(n for _, _, n, _ in rows)     # each episode lives 1 .. max_steps steps
-  assert config.test_episodes <= steps <= config.test_episodes * env.max_steps
+  _, results = nav_eval.evaluate(agent, "test", config.test_episodes, config.val_scenes, 4,
+                                 False, 0)
+  rows = nav_eval.end_profile(results)
+  assert [(lo, hi) for lo, hi, _, _ in rows] == list(zip(nav_bench.END_BINS[:-1],
+                                                         nav_bench.END_BINS[1:]))
+  # Every step of every episode falls in exactly one bin.
+  assert sum(n for _, _, n, _ in rows) == int(results["episode_length"].sum())
   assert all(0.0 <= p <= 1.0 for _, _, n, p in rows if n)

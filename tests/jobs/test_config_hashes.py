@@ -100,13 +100,13 @@ GOLDEN = {
     "nav:pointnav_depth":
         "c6201d03f5ca83309cf2b07afe763c0b015776b3c5e557cd6ca42581b3fd27e7",
     "nav:pointnav_rgb":
-        "ddfef6b53c2c2d62bf68cda433783f8110f751d1feb98868abd216728276f639",
+        "6318663b1d815267757fb20609dea20157b4428b9a04ae5c659c0bbac91ea3ce",
     "nav:pointnav_rgbd":
-        "b679e1ed7c74f14d469c23736a7365ebc3e449e5851625540ae1bed62579de16",
+        "bc1dc7dc5efa5bdeb9afe7f9fe8fe5e79e3ccccb4de96da62505b51a491d379f",
     "nav:pointnav_rgb_il":
-        "dd91276e00258f72ee6ce887618be10c9e5f902b3167a564c83961a1ee31be7e",
+        "a5ba52a9482904cdd9ccbf85cc756013b31faef90dc99f10f3d9e4ba920f979f",
     "nav:pointnav_rgbd_il":
-        "e278f07aba9e3840e18dfa120c93ca6c2a99a31c3db7b95832e9c602b6ce7d14",
+        "a83da413e63568327a357e058424e25d72d6f24a68dea57776cb8603851b8376",
     "nav:pointnav_rgb_ppo32":
         "925f4badb34a76a33b59ee5db8a318be47ac87a6c0f23cec2cb38cd408c58c51",
     "nav:pointnav_rgbd_ppo32":

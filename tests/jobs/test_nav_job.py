@@ -16,6 +16,7 @@ from vcbench import metrics
 from vcbench import store as store_lib
 from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
+from vcbench.benchmarks import robustnav as rn
 from vcbench.jobs import nav as nav_job
 
 
@@ -64,6 +65,15 @@ def test_init_from_trains_the_start_run_first_and_starts_from_its_best_params(tm
                                                        a, b)))
   # Adam moves each weight by ~lr per step: 16 steps at 1e-9 here, 1e-3 in the start run's.
   assert gap(params, start_params) < 1e-6 < 1e-4 < gap(fresh, start_params)
+  # The params' training history is both runs up to their selected updates.
+  first, second = nav_job.stages(config)
+  assert (first["variant"], second["variant"]) == ("tiny", "tiny_continued")
+  per_update = config.ppo.num_envs * config.ppo.rollout_len
+  assert first["selected_env_steps"] == first["selected_update"] * per_update
+  agent = rn.Agent(config, params, nav_bench.best_params(config)[1],
+                   steps_before=first["selected_env_steps"])
+  assert agent.info["agent_steps"] == (first["selected_update"]
+                                       + second["selected_update"]) * per_update
   # The continued run's results depend on the start run's config.
   changed = nav_config.get_config("tiny")
   changed.update(workdir=str(tmp_path), variant="tiny_continued", init_from=config.init_from)

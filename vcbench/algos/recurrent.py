@@ -71,6 +71,7 @@ def policy_config() -> ml_collections.ConfigDict:
   p.prev_action = True          # feed the previous action (off for imitation: copycat).
   p.visual_norm = False         # LayerNorm on the visual features (on for imitation).
   p.embed_vectors = True        # embed rank-1 float observations (gps_compass) to embed_dim.
+  p.vector_fourier = 0          # octaves of sin/cos features those embeddings also read.
   p.num_object_categories = 7   # 'objectgoal' embedding rows (vcbench-nav: 0..6).
   p.ignore_obs = ()             # observation keys the policy does not see.
   return p
@@ -90,6 +91,8 @@ def check_policy(config) -> None:
   require(config, "policy.encoder_lr", lambda v: v >= 0, "a number >= 0")
   require(config, "policy.encoder_chunk", lambda v: isinstance(v, int) and v >= 0,
           "an int >= 0")
+  require(config, "policy.vector_fourier", lambda v: isinstance(v, int) and 0 <= v <= 16,
+          "an int in [0, 16] (octaves)")
   if config.policy.finetune_encoder and config.policy.encoder == "cnn":
     raise ConfigError("config.policy.finetune_encoder fine-tunes a zoo PVR, but "
                       "config.policy.encoder = 'cnn' is the SimpleCNN, which is always trained: "
@@ -163,7 +166,8 @@ class Trainer:
         num_actions=int(env.num_actions), hidden=p.hidden, rnn=p.rnn, rnn_layers=p.rnn_layers,
         embed_dim=p.embed_dim, num_object_categories=p.num_object_categories,
         compression_size=p.compression_size, use_prev_action=p.prev_action,
-        visual_norm=p.visual_norm, embed_vectors=p.embed_vectors, train_pvr=p.finetune_encoder,
+        visual_norm=p.visual_norm, embed_vectors=p.embed_vectors,
+        vector_fourier=p.vector_fourier, train_pvr=p.finetune_encoder,
         pvr_chunk=p.encoder_chunk or None,
         pvr=None if encoder is None else nav_policy.pvr_tokens(encoder))
     # The loaded encoder's variables: the argument of every call when frozen; when fine-tuned,

@@ -65,7 +65,26 @@ ADDED_LATER = {"policy.finetune_encoder": False, "policy.encoder_lr": 1e-5,
                "bc.critic": {"coef": 0.0, "gamma": 0.99, "gae_lambda": 0.95},
                "critic": {"coef": 0.0, "gamma": 0.99, "gae_lambda": 0.95}, "init_from": "",
                "bc.near_goal_weight": 0.0, "bc.near_goal_radius": 0.5,
-               "near_goal_weight": 0.0, "near_goal_radius": 0.5}
+               "near_goal_weight": 0.0, "near_goal_radius": 0.5, "policy.vector_fourier": 0}
+
+
+def with_added_later(config, template):
+  """`config` (e.g. read back from a file written before some fields existed) with each
+  ADDED_LATER field that `template` (today's config of the same kind) has and `config` lacks set
+  to the value that reproduces the old runs."""
+  config = config.copy_and_resolve_references()
+  for dotted, value in ADDED_LATER.items():
+    *parents, leaf = dotted.split(".")
+    node, have = config, template
+    for name in parents:
+      if name not in node or name not in have:
+        break
+      node, have = node[name], have[name]
+    else:
+      if leaf in have and leaf not in node:
+        with node.unlocked():
+          node[leaf] = value
+  return config
 
 
 def fingerprint(config, not_hashed: Sequence[str] = ("log_every",)) -> str:

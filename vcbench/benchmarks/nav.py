@@ -39,6 +39,10 @@ LEARNERS.register("bc")(nav_bc)
 # Per-episode results: the env's metrics and the steps that began in range of the goal, with
 # those of them on which the agent did not call END.
 RESULTS = METRICS + ("in_range_steps", "missed_stops")
+# PointNav also gets, per episode and bin of the observed goal distance (metres), its live
+# steps and the sum of the policy's P(END) over them: how sharply END follows the 0.2 m radius.
+END_BINS = (0.0, 0.1, 0.2, 0.25, 0.3, 0.4, 0.6, 1.0, 100.0)
+END_PROFILE = ("end_bin_steps", "end_bin_p")
 # (params, frozen, obs, carry, prev_action, start) -> (carry, logits [B, A], value [B])
 PolicyStep = Callable[..., tuple[Any, jax.Array, jax.Array]]
 
@@ -48,14 +52,16 @@ def _run_batch(env, params, frozen, indices, key, policy_step, initial_carry, gr
   state = jax.vmap(env.reset_to)(indices)
   n = indices.shape[0]
   zeros = jnp.zeros((n,), jnp.float32)
+  profile = "gps_compass" in state.obs
+  bins = jnp.zeros((n, len(END_BINS) - 1) if profile else (n, 0), jnp.float32)
   carry = (state, initial_carry(n), jnp.zeros((n,), jnp.int32), jnp.ones((n,), bool), key,
-           jnp.zeros((), jnp.int32), zeros, zeros)
+           jnp.zeros((), jnp.int32), zeros, zeros, bins, bins)
 
   def live(c):
     return jnp.any(~c[0].done) & (c[5] < env.max_steps)
 
   def body(c):
-    state, rnn, prev_action, start, key, t, in_range, missed = c
+    state, rnn, prev_action, start, key, t, in_range, missed, bin_steps, bin_p = c
     key, sub = jax.random.split(key)
     rnn, logits, _ = policy_step(params, frozen, state.obs, rnn, prev_action, start)
     action = (jnp.argmax(logits, -1) if greedy else jax.random.categorical(sub, logits))
@@ -63,11 +69,19 @@ def _run_batch(env, params, frozen, indices, key, policy_step, initial_carry, gr
     # RobustNav's negative stop failure: steps that begin in range without calling END.
     now = jax.vmap(env.in_range)(state.sim) & ~state.done
     in_range, missed = in_range + now, missed + (now & (action != END))
+    if profile:
+      rho = state.obs["gps_compass"][:, 0]
+      onehot = ((rho[:, None] >= jnp.asarray(END_BINS[:-1]))
+                & (rho[:, None] < jnp.asarray(END_BINS[1:])) & ~state.done[:, None])
+      bin_steps = bin_steps + onehot
+      bin_p = bin_p + onehot * jax.nn.softmax(logits)[:, END, None]
     state = jax.vmap(env.step)(state, action)
-    return state, rnn, action, jnp.zeros_like(start), key, t + 1, in_range, missed
+    return (state, rnn, action, jnp.zeros_like(start), key, t + 1, in_range, missed,
+            bin_steps, bin_p)
 
   out = jax.lax.while_loop(live, body, carry)
-  return {**out[0].metrics, "in_range_steps": out[6], "missed_stops": out[7]}
+  extra = dict(zip(END_PROFILE, out[8:])) if profile else {}
+  return {**out[0].metrics, "in_range_steps": out[6], "missed_stops": out[7], **extra}
 
 
 def evaluate(policy_step: PolicyStep, initial_carry: Callable[[int], Any], params, env, *,
@@ -83,14 +97,15 @@ def evaluate(policy_step: PolicyStep, initial_carry: Callable[[int], Any], param
                      "stay ended); build it with nav.make(..., auto_reset=False).")
   total = len(env.episodes) if num_episodes <= 0 else min(num_episodes, len(env.episodes))
   key = jax.random.key(0) if key is None else key
-  out = {k: [] for k in RESULTS}
+  out = {}
   for i, start in enumerate(range(0, total, batch)):
     idx = np.arange(start, start + batch) % total     # the last batch repeats, then is cut
     m = _run_batch(env, params, frozen, jnp.asarray(idx, jnp.int32), jax.random.fold_in(key, i),
                    policy_step, initial_carry, greedy)
     keep = min(batch, total - start)
-    for k in RESULTS:
-      out[k].append(np.asarray(m[k])[:keep])
+    for k in (*RESULTS, *END_PROFILE):
+      if k in m:
+        out.setdefault(k, []).append(np.asarray(m[k])[:keep])
   return {k: np.concatenate(v) for k, v in out.items()}
 
 

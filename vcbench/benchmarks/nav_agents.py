@@ -22,6 +22,8 @@ import ml_collections
 import numpy as np
 
 from vcbench import files
+from vcbench.algos import recurrent
+from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
 from vcbench.models import convert
 
@@ -68,7 +70,8 @@ def load(name: str) -> ShippedAgent:
   with np.load(path) as z:
     meta = json.loads(str(z["meta"]))
     flat = {k: z[k] for k in z.files if k != "meta"}
-  config = ml_collections.ConfigDict(_tuples(meta.pop("config")))
+  config = runner.with_added_later(ml_collections.ConfigDict(_tuples(meta.pop("config"))),
+                                   ml_collections.ConfigDict({"policy": recurrent.policy_config()}))
   # The policy does not depend on the env's apartments: a one-episode env builds it quickly.
   trainer = nav_bench.make_trainer(
       config, env=nav_bench.make_env(config, "val", episodes=1, scenes=1), log_fn=False)

@@ -136,10 +136,12 @@ def evaluate(trainer, params, env, *, task: str = "pointnav", batch: int = 150, 
 
 class Agent:
   """A clean-trained nav agent: its nav config (a configs/nav.py variant, its `workdir` the run's
-  root), trainer (the policy) and best-on-val params (given, or read from the run)."""
+  root), trainer (the policy) and best-on-val params (given, or read from the run);
+  `steps_before`: the env steps of the training stages its run started from (`init_from`)."""
 
-  def __init__(self, nav_config, params=None, best: Optional[dict] = None):
-    self.nav, self.variant = nav_config, nav_config.variant
+  def __init__(self, nav_config, params=None, best: Optional[dict] = None,
+               steps_before: int = 0):
+    self.nav, self.variant, self.steps_before = nav_config, nav_config.variant, steps_before
     self.trainer = nav_bench.make_trainer(nav_config, log_fn=False)
     if params is None:
       params, best = nav_bench.best_params(nav_config, self.trainer)
@@ -151,7 +153,8 @@ class Agent:
     s = nav_agents.load(name)
     s.config.workdir = workdir
     return cls(s.config, s.params, {"update": s.meta["selected_update"],
-                                    "success": s.meta["val_success"]})
+                                    "success": s.meta["val_success"]},
+               steps_before=sum(st["selected_env_steps"] for st in s.meta["stages"][:-1]))
 
   def env(self, split: str, episodes: int = 0, scenes: int = 0):
     return nav_bench.make_env(self.nav, split, episodes, scenes)
@@ -160,7 +163,7 @@ class Agent:
   def info(self) -> dict:
     best = self.best
     return {"agent_update": best["update"], "agent_val_success": best["success"],
-            "agent_steps": best["update"] * self.trainer.steps_per_update}
+            "agent_steps": self.steps_before + best["update"] * self.trainer.steps_per_update}
 
 
 def adapt(agent: Agent, method: str, cond: Condition, directory: str | pathlib.Path, config,

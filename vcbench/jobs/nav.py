@@ -11,6 +11,7 @@ imitation; that run is trained to its end first) and export its agent (`export_t
 from __future__ import annotations
 
 import contextlib
+import functools
 import pathlib
 import time
 from typing import Optional
@@ -208,10 +209,11 @@ def run(config) -> dict:
                           callbacks=[runner.WriteMetrics(curve, prefix=""),
                                      runner.WriteMetrics(writer), select])
   train_seconds = time.time() - t0
+  # Read once, by the test evaluation or the export, whichever needs it first.
+  best_params = functools.cache(lambda: select.best_state(jax.eval_shape(lambda: state.params)))
   for unit in grid.todo([grid_lib.Unit((config.task,), (cell(config),))]):
     t1 = time.time()
-    params = select.best_state(jax.eval_shape(lambda: state.params))
-    summary = nav_bench.evaluator(config, trainer, "test", config.test_episodes)(params)
+    summary = nav_bench.evaluator(config, trainer, "test", config.test_episodes)(best_params())
     grid.record(unit.cells[0], summary, extra={
         "split": "test", "selected_update": select.best["update"],
         "val_success": select.best["success"],
@@ -223,26 +225,27 @@ def run(config) -> dict:
   summary = {k: v for k, v in rows[-1].items() if isinstance(v, float)}
   print(_table(config, summary), flush=True)
   if config.export_to:
-    nav_agents.export(config.export_to, config,
-                      select.best_state(jax.eval_shape(lambda: state.params)), {
-                          "config_hash": config_hash(config), "test": summary,
-                          "selected_update": select.best["update"],
-                          "val_success": select.best["success"], "stages": stages(config)})
+    nav_agents.export(config.export_to, config, best_params(), {
+        "config_hash": config_hash(config), "test": summary,
+        "selected_update": select.best["update"], "val_success": select.best["success"],
+        "stages": stages(config)})
     print(f"nav: exported the agent to {config.export_to}", flush=True)
   return summary
 
 
 def stages(config) -> list[dict]:
   """The training runs behind `config`'s params, first first (`init_from` chain): variant,
-  learner, env steps, training wall seconds, selected update."""
+  learner, env steps, training wall seconds, selected update and the env steps up to it."""
   before = stages(start_config(config)) if config.init_from else []
   c = nav_bench.algo_config(config)
-  steps = recurrent.num_updates(c) * c.num_envs * c.rollout_len
+  per_update = c.num_envs * c.rollout_len
   best = runner.SelectBest(None, None, directory=nav_bench.best_dir(config)).best
-  return before + [{"variant": config.variant, "algo": config.algo, "env_steps": steps,
+  return before + [{"variant": config.variant, "algo": config.algo,
+                    "env_steps": recurrent.num_updates(c) * per_update,
                     "wall_seconds": runner.wall_seconds(
                         pathlib.Path(config.workdir) / config.variant / "train"),
-                    "selected_update": best["update"]}]
+                    "selected_update": best["update"],
+                    "selected_env_steps": best["update"] * per_update}]
 
 
 def _table(config, s: dict) -> str:

@@ -107,7 +107,8 @@ def agent(config, variant: str) -> rn.Agent:
   """The clean-trained agent `variant`, trained first if `nav_workdir` has none."""
   nav = nav_config(config, variant)
   nav_job.trained(nav)
-  return rn.Agent(nav)
+  earlier = nav_job.stages(nav)[:-1]
+  return rn.Agent(nav, steps_before=sum(st["selected_env_steps"] for st in earlier))
 
 
 def config_hash(config, a: rn.Agent) -> str:

@@ -18,7 +18,10 @@ Observations (all optional except at least one input):
   round(2048 / g^2) channels, GroupNorm(1), ReLU, flatten) and `visual_fc` (linear + ReLU);
   depth then gets a SimpleCNN alone.
 - any rank-1 float vector (e.g. 'gps_compass'): a linear `embed_dim` embedding (habitat's
-  `tgt_embeding`), or concatenated as is with `embed_vectors` off. As one raw column among a
+  `tgt_embeding`), or concatenated as is with `embed_vectors` off; with `vector_fourier` = K,
+  the embedding also reads sin/cos(2^k pi x), k < K, of each entry (Fourier features, Tancik et
+  al. 2020), so that a sharp function of the goal distance (END within 0.2 m, not at 0.25) does
+  not need a huge weight on one raw column. As one raw column among a
   few hundred RNN inputs, the goal distance was too weak a signal to learn when to call END
   from: PointNav agents then stopped in range on ~5% of the steps they spent there, and PPO
   fine-tuning drove that to ~0 (the agent no longer ended its episodes).
@@ -165,6 +168,14 @@ def initial_carry(rnn: str, layers: int, hidden: int, batch: int):
   return tuple((zeros(), zeros()) if rnn == "lstm" else zeros() for _ in range(layers))
 
 
+def fourier_features(x: jax.Array, octaves: int) -> jax.Array:
+  """[..., D] -> [..., D * (1 + 2 * octaves)]: x, then sin and cos of 2^k pi x for k < octaves."""
+  if octaves == 0:
+    return x
+  angles = (x[..., None] * (math.pi * 2.0 ** jnp.arange(octaves))).reshape(*x.shape[:-1], -1)
+  return jnp.concatenate([x, jnp.sin(angles), jnp.cos(angles)], axis=-1)
+
+
 class NavPolicy(nn.Module):
   """Recurrent actor-critic; see the module docstring for the observation handling.
 
@@ -189,6 +200,8 @@ class NavPolicy(nn.Module):
       (`python -m launch.nav_probe` measures both).
     embed_vectors: a linear `embed_dim` embedding of each rank-1 float observation (on), or
       the raw vector (off).
+    vector_fourier: octaves K of the Fourier features the vector embeddings also read
+      (periods 2, 1, ..., 2^(1-K) in the vector's units, metres for the goal distance); 0: none.
   """
   num_actions: int
   hidden: int = 512
@@ -203,6 +216,7 @@ class NavPolicy(nn.Module):
   use_prev_action: bool = True
   visual_norm: bool = False
   embed_vectors: bool = True
+  vector_fourier: int = 0
 
   def initial_carry(self, batch: int):
     return initial_carry(self.rnn, self.rnn_layers, self.hidden, batch)
@@ -249,7 +263,11 @@ class NavPolicy(nn.Module):
     for k in sorted(obs):
       if k not in IMAGE_KEYS and k != OBJECTGOAL:
         x = obs[k].astype(jnp.float32)
-        parts.append(nn.Dense(self.embed_dim, name=f"{k}_embed")(x) if self.embed_vectors else x)
+        if self.embed_vectors:
+          parts.append(nn.Dense(self.embed_dim, name=f"{k}_embed")(
+              fourier_features(x, self.vector_fourier)))
+        else:
+          parts.append(x)
     if OBJECTGOAL in obs:
       parts.append(nn.Embed(self.num_object_categories, self.embed_dim, name="objectgoal_embed")(
           obs[OBJECTGOAL].astype(jnp.int32)))
