@@ -8,6 +8,7 @@ import vcbench  # noqa: F401
 from vcbench.algos import nav_bc
 from vcbench.config import ConfigError
 from vcbench.envs import nav
+from vcbench.envs.nav import expert, explorer
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,24 @@ def test_near_goal_steps_weigh_more_when_asked(env):
   assert abs(float(near["loss"][-1]) - float(plain["loss"][-1])) > 1e-3
 
 
+def test_the_explorer_teacher_labels_the_steps_and_succeeds():
+  objnav = nav.make("objectnav", "train", num_scenes=4, num_episodes=64, height=8, width=8,
+                    sensors=("depth",))
+  trainer = nav_bc.make_train(small_config(teacher="explorer", expert_noise=0.0, num_updates=6),
+                              objnav)
+  assert isinstance(trainer.env, explorer.WithMap)
+  state, m = trainer.train(jax.random.key(4))
+  assert np.nanmean(np.asarray(m["success"])) == 1.0     # it drives: its episodes succeed
+  # The labels are the explorer's: it turns to look where the expert would head straight on.
+  label = jax.vmap(trainer.env.label)(state.env_state)
+  sims = state.env_state.replace(sim=state.env_state.sim.nav)
+  shortest = jax.vmap(lambda s: expert.action(objnav, s))(sims)
+  seen = jax.vmap(lambda s, m: explorer.goal_seen(objnav, s, m))(sims.sim,
+                                                                  state.env_state.sim.seen)
+  np.testing.assert_array_equal(np.asarray(label)[np.asarray(seen)],
+                                np.asarray(shortest)[np.asarray(seen)])
+
+
 def test_bad_configs_are_named(env):
   with pytest.raises(ConfigError, match="expert_noise"):
     nav_bc.make_train(small_config(expert_noise=1.5), env)
@@ -73,6 +92,8 @@ def test_bad_configs_are_named(env):
     c = small_config()
     c.critic.coef = -1.0
     nav_bc.make_train(c, env)
+  with pytest.raises(ConfigError, match="'oracle' in config.teacher"):
+    nav_bc.make_train(small_config(teacher="oracle"), env)
   with pytest.raises(ConfigError, match="unknown key"):
     c = small_config()
     c.gamma = 0.99

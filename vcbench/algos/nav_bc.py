@@ -1,5 +1,6 @@
 """Imitation for navigation (CortexBench trains ObjectNav by BC): the recurrent policy learns
-the shortest-path expert's actions, fully jitted like PPO.
+a teacher's actions -- the shortest-path expert's, or (`teacher='explorer'`) those of a
+teacher that explores until it has seen the goal -- fully jitted like PPO.
 
     config = nav_bc.default_config()
     trainer = nav_bc.make_train(config, env)            # env: vcbench-nav, auto-reset
@@ -32,9 +33,12 @@ import ml_collections
 
 from vcbench.algos import ppo
 from vcbench.algos import recurrent
-from vcbench.config import ConfigError, check_keys, require
+from vcbench.config import ConfigError, check_keys, require, require_choice
 from vcbench.envs.nav import env as nav_env
 from vcbench.envs.nav import expert
+from vcbench.envs.nav import explorer
+
+TEACHERS = ("expert", "explorer")
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -50,6 +54,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.adam_eps = 1e-5
   c.anneal_lr = True
   c.max_grad_norm = 0.5
+  c.teacher = "expert"         # 'expert' (shortest path) or 'explorer' (`explorer.py`: explores
+                               # until it has seen the goal; ObjectNav / ImageNav).
   c.expert_noise = 0.1         # probability of executing a random action instead.
   c.learner_mix = 0.0          # probability of executing the policy's own sample (DAgger).
   c.critic = critic_config()
@@ -74,6 +80,7 @@ def critic_config() -> ml_collections.ConfigDict:
 
 def check_config(config, num_devices: int = 1) -> None:
   check_keys(config, default_config())
+  require_choice(config, "teacher", TEACHERS)
   for key in ("num_envs", "rollout_len", "update_epochs", "num_minibatches"):
     require(config, key, lambda v: isinstance(v, int) and v > 0, "a positive int")
   for key in ("expert_noise", "learner_mix", "critic.gamma", "critic.gae_lambda"):
@@ -113,7 +120,7 @@ class BC:
       k_policy, k_noise, k_random = jax.random.split(key, 3)
       rnn, logits, value = t.policy_step(state.params, frozen, env_state.obs, rnn,
                                          prev_action, start)
-      label = jax.vmap(expert.action, in_axes=(None, 0))(env, env_state)
+      label = jax.vmap(_teacher(env))(env_state)
       u = jax.random.uniform(k_noise, label.shape)
       # Noise never calls END: a random stop would just end the demonstration.
       random = jax.random.randint(k_random, label.shape, 0, nav_env.END)
@@ -122,7 +129,7 @@ class BC:
                          jnp.where(u < c.expert_noise + c.learner_mix, own, label))
       record = lambda new: dict(obs=t.obs(env_state.obs), prev_action=prev_action, start=start,
                                 label=label, done=new.done, reward=new.reward, value=value,
-                                near=env_state.sim.distance < c.near_goal_radius)
+                                near=_nav_sim(env_state).distance < c.near_goal_radius)
       return rnn, action, record
 
     (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
@@ -155,7 +162,21 @@ class BC:
     return total, {"loss": loss, "accuracy": accuracy, "value_loss": value_loss}
 
 
+def _teacher(env) -> Callable:
+  """state -> the teacher's action, for one state of the trainer's env."""
+  if isinstance(env, explorer.WithMap):
+    return env.label
+  return functools.partial(expert.action, env)
+
+
+def _nav_sim(env_state):
+  return env_state.sim.nav if isinstance(env_state.sim, explorer.MapSim) else env_state.sim
+
+
 def make_train(config, env, *, encoder=None, log_fn: Optional[Callable] = None,
                mesh=None) -> recurrent.Trainer:
-  """A BC trainer (see `default_config`) on a vcbench-nav env with auto-reset."""
+  """A BC trainer (see `default_config`) on a vcbench-nav env with auto-reset; with the
+  explorer teacher, the env's states also carry its map (`explorer.WithMap`)."""
+  if config.teacher == "explorer":
+    env = explorer.WithMap(env)
   return recurrent.Trainer(config, env, BC(), encoder=encoder, log_fn=log_fn, mesh=mesh)
