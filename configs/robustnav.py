@@ -10,8 +10,10 @@ within the calibration budget, and training with data augmentation.
   python -m launch.main --config configs/robustnav.py:tiny       # seconds-scale smoke run
   python -m launch.robustnav_report --store runs/robustnav/results.jsonl --out runs/robustnav/report
 
-The agents are configs/nav.py variants trained under `nav_workdir` (their best-on-val
-checkpoint is used); `--config.extra='("fog:3",)'` adds conditions of any registered corruption. Every evaluated cell is one result-store record; a re-run skips the cells
+The agents are the shipped ones (`vcbench/benchmarks/nav_agents/`, evaluated without
+training), or with `--config.agents_from=train` configs/nav.py variants trained under
+`nav_workdir` (their best-on-val checkpoint is used); cells use 500 episodes of the 15 test
+apartments (`--config.split=val` for the val ones); `--config.extra='("fog:3",)'` adds conditions of any registered corruption. Every evaluated cell is one result-store record; a re-run skips the cells
 already stored and reuses adapted params saved under <workdir>/adapt.
 """
 from vcbench import config as config_lib
@@ -28,7 +30,7 @@ def get_config(arg=None):
   if arg == "table2":
     c.sweep, a.methods = False, ()
   elif arg == "tiny":
-    c.agents, a.agent = ("tiny_rgbd",), "tiny_rgbd"
+    c.agents, a.agent, c.agents_from, c.split = ("tiny_rgbd",), "tiny_rgbd", "train", "val"
     c.val_scenes, c.episodes, c.eval_batch, c.sweep = 2, 6, 6, False
     c.only = ("none", "spatter", "defocus_blur+motion_drift")
     a.corruptions = ("defocus_blur",)

@@ -68,6 +68,8 @@ def test_tiny_protocol_writes_records_the_report_reads(tmp_path, capsys):
     ("extra", ("fog:3",), "unknown RobustNav condition"),
     ("extra", ("spatter:9",), "severity must be 1-5"),
     ("adapt.methods", ("tent",), "'tent'.*pad_ap"),
+    ("agents_from", "zoo", "'zoo' in config.agents_from"),
+    ("split", "train", "'train' in config.split"),
 ])
 def test_bad_configs_are_refused_before_work(key, value, message):
   config = rn_config.get_config("tiny")
@@ -76,6 +78,14 @@ def test_bad_configs_are_refused_before_work(key, value, message):
   else:
     config[key] = value
   with pytest.raises((config_lib.ConfigError, ValueError), match=message):
+    jobs.resolve(config)
+
+
+def test_shipped_agents_are_named_when_missing():
+  config = rn_config.get_config("full")
+  config.agents = ("pointnav_lidar",)
+  with pytest.raises(config_lib.ConfigError, match="no shipped agent 'pointnav_lidar'.*"
+                     "agents_from=train"):
     jobs.resolve(config)
 
 

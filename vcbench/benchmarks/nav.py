@@ -168,7 +168,7 @@ def make_env(config, split: str, episodes: int = 0, scenes: int = 0):
                   num_episodes=episodes or config.train_episodes,
                   grid_size=config.grid_size, height=config.height, width=config.width,
                   hfov=config.hfov, sensors=tuple(config.sensors), auto_reset=train,
-                  objects=config.objects)
+                  objects=config.objects, odometry=config.odometry)
 
 
 def make_trainer(config, env=None, **kwargs):

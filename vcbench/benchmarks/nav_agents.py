@@ -22,6 +22,8 @@ import ml_collections
 import numpy as np
 
 from vcbench import files
+from vcbench.algos import nav_bc
+from vcbench.algos import ppo
 from vcbench.algos import recurrent
 from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
@@ -71,13 +73,20 @@ def load(name: str) -> ShippedAgent:
     meta = json.loads(str(z["meta"]))
     flat = {k: z[k] for k in z.files if k != "meta"}
   config = runner.with_added_later(ml_collections.ConfigDict(_tuples(meta.pop("config"))),
-                                   ml_collections.ConfigDict({"policy": recurrent.policy_config()}))
+                                   _TODAYS_FIELDS)
   # The policy does not depend on the env's apartments: a one-episode env builds it quickly.
   trainer = nav_bench.make_trainer(
       config, env=nav_bench.make_env(config, "val", episodes=1, scenes=1), log_fn=False)
   params = convert.unflatten_variables(flat)
   _check_shapes(path, params, jax.eval_shape(lambda: trainer.init(jax.random.key(0)).params))
   return ShippedAgent(config=config, params=params, meta=meta, trainer=trainer)
+
+
+# The nav job config fields an agent file written before they existed may lack (filled with
+# the value that reproduces it, `runner.ADDED_LATER`).
+_TODAYS_FIELDS = ml_collections.ConfigDict({
+    "policy": recurrent.policy_config(), "bc": nav_bc.default_config(),
+    "ppo": ppo.default_config(), "odometry": False})
 
 
 def _tuples(d):

@@ -81,6 +81,10 @@ def _sensor_space(name: str, spec: jax.ShapeDtypeStruct, max_distance: float) ->
   if name == "gps_compass":   # (distance, cos, sin) of the goal bearing
     return spaces.Box(np.array([0.0, -1.0, -1.0], np.float32),
                       np.array([max_distance, 1.0, 1.0], np.float32), shape, np.float32)
+  if name == "odometry":      # (x, y) from the start, cos and sin of the turn since
+    return spaces.Box(np.array([-max_distance, -max_distance, -1.0, -1.0], np.float32),
+                      np.array([max_distance, max_distance, 1.0, 1.0], np.float32), shape,
+                      np.float32)
   return spaces.Box(-np.inf, np.inf, shape, dtype)
 
 

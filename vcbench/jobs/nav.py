@@ -28,6 +28,7 @@ from vcbench.algos import recurrent
 from vcbench.algos import runner
 from vcbench.benchmarks import nav as nav_bench
 from vcbench.benchmarks import nav_agents
+from vcbench.envs.nav import episodes as nav_episodes
 from vcbench.envs.nav import render as nav_render
 from vcbench.envs.nav import scenes as scene_gen
 from vcbench.envs.nav import tasks
@@ -56,6 +57,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.height = c.width = 32
   c.hfov = 79.0
   c.objects = "sprites"       # 'sprites' (category cut-outs) or 'boxes' (the look before them).
+  c.odometry = False          # also observe the pose relative to the episode's start (habitat's
+                              # GPS + compass for ObjectNav / ImageNav).
   c.grid_size = 32            # apartments of up to 8 m x 8 m (RoboTHOR-sized).
   c.train_scenes = 400
   c.train_episodes = 8000
@@ -105,6 +108,8 @@ def validate(config) -> None:
 def config_hash(config) -> str:
   # A run that starts from another's params depends on that run's whole config.
   extra = {"init_from": config_hash(start_config(config))} if config.init_from else {}
+  if config.task == "objectnav":   # its episodes (goal distances, SPL) follow the viewpoints
+    extra["viewpoints"] = nav_episodes.VIEWPOINTS
   return grid_lib.config_hash(config, NOT_HASHED, runner.ADDED_LATER, **extra)
 
 

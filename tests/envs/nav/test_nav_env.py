@@ -253,3 +253,17 @@ def test_near_a_point_goal_success_distance_is_the_observed_one():
           float(E.gps_compass(xy, 0.0, e.goal)[0]), abs=1e-5)
       checked += 1
   assert checked > 300
+
+
+def test_odometry_is_the_pose_in_the_start_frame():
+  # Start facing +y (heading 90 degrees) in the open left room; the goal is irrelevant.
+  env = make_env(one_episode((1.0, 1.5), math.pi / 2, (1.5, 3.0)), odometry=True)
+  state = env.reset_to(0)
+  np.testing.assert_allclose(state.obs["odometry"], [0.0, 0.0, 1.0, 0.0], atol=1e-6)
+  state = run(env, [MOVE], state)                  # 0.25 m straight ahead
+  np.testing.assert_allclose(state.obs["odometry"], [0.25, 0.0, 1.0, 0.0], atol=1e-6)
+  state = run(env, [RIGHT, RIGHT, RIGHT, MOVE], state)   # turn 90 degrees right, 0.25 m on
+  t = math.pi / 2
+  np.testing.assert_allclose(state.obs["odometry"], [0.25, 0.25, math.cos(t), math.sin(t)],
+                             atol=1e-5)
+  assert "odometry" not in make_env(one_episode((1.0, 1.5), 0.0, (1.5, 3.0))).reset_to(0).obs

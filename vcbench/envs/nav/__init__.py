@@ -37,7 +37,7 @@ def make(task: str, split: str = "train", *, num_scenes: int = 100, num_episodes
          grid_size: int = 32, height: int = 64, width: int = 64, hfov: float = 79.0,
          sensors: tuple[str, ...] = ("rgb", "depth"), balanced: bool | None = None,
          auto_reset: bool | None = None, max_steps: int = 0, seed: int = 0,
-         texture_size: int = 64, objects: str = "sprites") -> NavEnv:
+         texture_size: int = 64, objects: str = "sprites", odometry: bool = False) -> NavEnv:
   """A NavEnv over `num_scenes` apartments of `split` and `num_episodes` episodes.
 
   balanced: episodes spread evenly over RobustNav's difficulty bins (default: for val/test).
@@ -45,6 +45,9 @@ def make(task: str, split: str = "train", *, num_scenes: int = 100, num_episodes
   max_steps: 0 = the task's limit (300 PointNav, 500 otherwise).
   seed: offsets the episode seed (scenes come from the split's own seeds).
   objects: 'sprites' (each object a cut-out of its category, `sprites.py`) or 'boxes'.
+  odometry: also observe 'odometry' (habitat's GPS + compass sensors: the pose relative to the
+    episode's start, `env.odometry`), which ObjectNav / ImageNav agents need to remember where
+    they have searched.
   """
   t = tk.get(task)
   bad = set(sensors) - set(rd.SENSORS)
@@ -67,7 +70,8 @@ def make(task: str, split: str = "train", *, num_scenes: int = 100, num_episodes
   return NavEnv(scenes=scenes, episodes=episodes, atlas=atlas, goal_images=goal_images,
                 task=task, camera=camera, sensors=tuple(sensors),
                 max_steps=max_steps or t.max_steps,
-                auto_reset=split == "train" if auto_reset is None else auto_reset)
+                auto_reset=split == "train" if auto_reset is None else auto_reset,
+                odometry=odometry)
 
 
 @functools.lru_cache(maxsize=8)

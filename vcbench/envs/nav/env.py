@@ -99,6 +99,7 @@ class NavEnv:
   # (a corruption, or an augmentation during training). See vcbench/robustness/.
   dynamics: Any = struct.field(pytree_node=False, default=None)
   visual: Any = struct.field(pytree_node=False, default=None)
+  odometry: bool = struct.field(pytree_node=False, default=False)   # observe `odometry(...)`
 
   # -- the Env contract --------------------------------------------------------------------
 
@@ -234,6 +235,8 @@ class NavEnv:
       sim = sim.replace(goal_visible=jnp.any(frame["semantic"] == sc.SEM_OBJECT0 + e.category - 1))
     else:
       obs["goal_rgb"] = self.goal_images[sim.episode]
+    if self.odometry:
+      obs["odometry"] = odometry(sim.pos, sim.heading, e.start, e.start_heading)
     return obs, sim
 
 
@@ -244,6 +247,17 @@ def gps_compass(pos, heading, goal) -> jax.Array:
   rho = jnp.linalg.norm(delta)
   phi = jnp.arctan2(delta[1], delta[0]) - heading
   return jnp.stack([rho, jnp.cos(phi), jnp.sin(phi)]).astype(jnp.float32)
+
+
+def odometry(pos, heading, start, start_heading) -> jax.Array:
+  """habitat's GPS + compass for ObjectNav / ImageNav: the position relative to the episode's
+  start in the start's frame (metres: x ahead, y to the right, as the heading turns) and the
+  heading's change as (cos, sin)."""
+  delta = pos - start
+  cos, sin = jnp.cos(start_heading), jnp.sin(start_heading)
+  turn = heading - start_heading
+  return jnp.stack([cos * delta[0] + sin * delta[1], -sin * delta[0] + cos * delta[1],
+                    jnp.cos(turn), jnp.sin(turn)]).astype(jnp.float32)
 
 
 def collides(scene: sc.Scene, xy) -> jax.Array:

@@ -56,6 +56,10 @@ def category_mask(scene: sc.Scene, category) -> jax.Array:
   return (inst >= 0) & (scene.inst_cat[jnp.maximum(inst, 0)] == category)
 
 
+# What ObjectNav's goal cells are (`category_source`); results of another definition differ.
+VIEWPOINTS = "within success distance, line of sight"
+
+
 def category_source(scene: sc.Scene, category, radius: float) -> jax.Array:
   """`geodesic.field` source for ObjectNav: 0 at the goal's viewpoints, the cells whose centre
   lies within `radius` metres of a cell of an instance of `category` with no wall or other
