@@ -125,3 +125,26 @@ def test_a_config_read_back_from_before_gets_the_added_fields():
   assert filled.policy.vector_fourier == 0 and filled.policy.encoder_lr == 1e-5
   assert runner.fingerprint(filled) == runner.fingerprint(config)
   assert "critic" not in filled    # only fields today's config of that kind has
+
+
+def test_a_frozen_encoder_runs_once_per_frame_and_gives_the_same_policy(tiny):
+  config = finetune_config()
+  config.policy.finetune_encoder = False
+  trainer = ppo.make_train(config, make_env(), encoder=tiny, log_fn=False)
+  state = trainer.init(jax.random.key(0))
+  obs = state.env_state.obs
+  cached = trainer.obs(obs, trainer.frozen)
+  assert "rgb" not in cached and cached["rgb_tokens"].shape[:2] == (4, 16)
+  assert trainer.obs(cached, trainer.frozen).keys() == cached.keys()      # idempotent
+  args = (state.carry, state.prev_action, state.start)
+  raw = trainer.policy_step(state.params, trainer.frozen, obs, *args)
+  pre = trainer.policy_step(state.params, trainer.frozen, cached, *args)
+  for a, b in zip(jax.tree.leaves(raw), jax.tree.leaves(pre)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  # The rollout records the tokens, so the SGD epochs never see an image.
+  _, traj, _ = ppo.PPO().collect(trainer, state, trainer.env, trainer.frozen,
+                                 jax.random.key(1))
+  assert "rgb" not in traj.obs and traj.obs["rgb_tokens"].shape[:2] == (config.rollout_len, 4)
+  before = jax.device_get(state.params)
+  new, _ = trainer.train_chunk(state, 1)     # (donates `state`)
+  assert max_change(jax.device_get(new.params), before) > 0

@@ -118,8 +118,8 @@ class BC:
 
     def act(env_state, rnn, prev_action, start, key):
       k_policy, k_noise, k_random = jax.random.split(key, 3)
-      rnn, logits, value = t.policy_step(state.params, frozen, env_state.obs, rnn,
-                                         prev_action, start)
+      obs = t.obs(env_state.obs, frozen)    # a frozen PVR's tokens, recorded for the epochs
+      rnn, logits, value = t.policy_step(state.params, frozen, obs, rnn, prev_action, start)
       label = jax.vmap(_teacher(env))(env_state)
       u = jax.random.uniform(k_noise, label.shape)
       # Noise never calls END: a random stop would just end the demonstration.
@@ -127,7 +127,7 @@ class BC:
       own = jax.random.categorical(k_policy, logits).astype(jnp.int32)
       action = jnp.where(u < c.expert_noise, random,
                          jnp.where(u < c.expert_noise + c.learner_mix, own, label))
-      record = lambda new: dict(obs=t.obs(env_state.obs), prev_action=prev_action, start=start,
+      record = lambda new: dict(obs=obs, prev_action=prev_action, start=start,
                                 label=label, done=new.done, reward=new.reward, value=value,
                                 near=_nav_sim(env_state).distance < c.near_goal_radius)
       return rnn, action, record

@@ -136,12 +136,12 @@ class PPO:
     """The rollout of `state.params`' sampled actions (`Trainer.rollout`): ((env_state, carry,
     prev_action, start) after it, the `Transition`s [T, N], the env's metrics [T, N])."""
     def act(env_state, rnn, prev_action, start, key):
-      rnn, logits, value = t.policy_step(state.params, frozen, env_state.obs, rnn,
-                                         prev_action, start)
+      obs = t.obs(env_state.obs, frozen)    # a frozen PVR's tokens, recorded for the epochs
+      rnn, logits, value = t.policy_step(state.params, frozen, obs, rnn, prev_action, start)
       action = jax.random.categorical(key, logits).astype(jnp.int32)
       log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
       record = lambda new: Transition(
-          obs=t.obs(env_state.obs), prev_action=prev_action, start=start, action=action,
+          obs=obs, prev_action=prev_action, start=start, action=action,
           log_prob=log_prob, value=value, reward=new.reward, done=new.done)
       return rnn, action, record
     return t.rollout(state, env, key, act)

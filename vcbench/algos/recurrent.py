@@ -218,12 +218,20 @@ class Trainer:
 
   def policy_step(self, params, frozen, obs, carry, prev_action, start):
     """The policy's one-step path: (carry, logits [N, A], value [N])."""
-    return self.policy.apply({"params": params}, self.obs(obs), carry, prev_action, start,
-                             frozen, method=NavPolicy.step)
+    return self.policy.apply({"params": params}, self.obs(obs, frozen), carry, prev_action,
+                             start, frozen, method=NavPolicy.step)
 
-  def obs(self, obs: dict) -> dict:
-    """The observations the policy sees (without `policy.ignore_obs`)."""
-    return {k: v for k, v in obs.items() if k not in self._ignore}
+  def obs(self, obs: dict, frozen=None) -> dict:
+    """The observations the policy sees (without `policy.ignore_obs`); with a frozen PVR
+    (`frozen`: its variables) its images replaced by their tokens, so that a rollout records
+    them and the SGD epochs do not encode every frame again. Idempotent."""
+    obs = {k: v for k, v in obs.items() if k not in self._ignore}
+    if frozen is not None and self.policy.pvr is not None:
+      for k in nav_policy.PVR_KEYS:
+        if k in obs:
+          obs[k + nav_policy.TOKENS] = jax.lax.stop_gradient(
+              self.policy.pvr(frozen, obs.pop(k)))
+    return obs
 
   def rollout(self, state: TrainState, env, key, act):
     """`rollout_len` steps of the vmapped env from the state's envs and recurrent state.

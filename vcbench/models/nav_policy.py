@@ -46,6 +46,8 @@ from vcbench.models import remat
 from vcbench.models.trainable_conv import Conv
 
 IMAGE_KEYS = ("rgb", "depth", "goal_rgb")
+PVR_KEYS = ("rgb", "goal_rgb")    # the images a PVR encodes
+TOKENS = "_tokens"                # obs['rgb_tokens']: rgb's frozen PVR tokens, computed before
 OBJECTGOAL = "objectgoal"
 RNN_TYPES = ("lstm", "gru")
 
@@ -75,6 +77,10 @@ def unsupported_obs(spec: dict[str, Any]) -> list[str]:
     if not ok:
       bad.append(f"{key} {tuple(s.shape)} {jnp.dtype(s.dtype).name}")
   return bad
+
+
+def token_keys() -> tuple[str, ...]:
+  return tuple(k + TOKENS for k in PVR_KEYS)
 
 
 def cnn_input(obs, with_rgb: bool = True) -> Optional[jax.Array]:
@@ -253,7 +259,8 @@ class NavPolicy(nn.Module):
   def _features(self, obs, prev_action, start, frozen):
     """Per-step input of the RNN, [N, F], from flat observations [N, ...]."""
     unknown = sorted(k for k, v in obs.items()
-                     if k not in IMAGE_KEYS and k != OBJECTGOAL and v.ndim != 2)
+                     if k not in IMAGE_KEYS and k != OBJECTGOAL and v.ndim != 2
+                     and not (self.pvr is not None and k in token_keys()))
     if unknown:
       raise ValueError(f"NavPolicy cannot consume observations {unknown}; supported: "
                        f"{IMAGE_KEYS}, '{OBJECTGOAL}' and rank-1 float vectors")
@@ -261,7 +268,7 @@ class NavPolicy(nn.Module):
     if self.visual_norm:
       parts = [nn.LayerNorm(name=f"visual_norm_{i}")(p) for i, p in enumerate(parts)]
     for k in sorted(obs):
-      if k not in IMAGE_KEYS and k != OBJECTGOAL:
+      if k not in IMAGE_KEYS and k != OBJECTGOAL and k not in token_keys():
         x = obs[k].astype(jnp.float32)
         if self.embed_vectors:
           parts.append(nn.Dense(self.embed_dim, name=f"{k}_embed")(
@@ -279,23 +286,27 @@ class NavPolicy(nn.Module):
     return jnp.concatenate(parts, axis=-1)
 
   def _visual(self, obs, frozen):
-    """Visual features: [rgb(+depth) features, goal features] as present."""
+    """Visual features: [rgb(+depth) features, goal features] as present. A PVR's tokens may
+    come precomputed (obs[key + TOKENS], `Trainer.obs`: a frozen encoder then runs once per
+    frame, not again in every SGD epoch)."""
     parts = []
-    uses_pvr = self.pvr is not None and ("rgb" in obs or "goal_rgb" in obs)
+    uses_pvr = self.pvr is not None and any(k in obs for k in PVR_KEYS)
     variables = self._pvr_variables(frozen) if uses_pvr else None
-    if "rgb" in obs and self.pvr is not None:
+    tokens = lambda k: obs[k + TOKENS] if k + TOKENS in obs else self._tokens(obs[k], variables)
+    has = lambda k: k in obs or k + TOKENS in obs
+    if has("rgb") and self.pvr is not None:
       parts.append(PVRVisual(self.hidden, self.compression_size, name="rgb_visual")(
-          self._tokens(obs["rgb"], variables)))
+          tokens("rgb")))
     x = cnn_input(obs, with_rgb=self.pvr is None)
     if x is not None:
       parts.insert(0, SimpleCNN(self.hidden, name="visual_cnn")(x))
-    if "goal_rgb" in obs:
+    if has("goal_rgb"):
       if self.pvr is None:
         parts.append(SimpleCNN(self.hidden, name="goal_cnn")(
             obs["goal_rgb"].astype(jnp.float32) / 255.0))
       else:
         parts.append(PVRVisual(self.hidden, self.compression_size, name="goal_visual")(
-            self._tokens(obs["goal_rgb"], variables)))
+            tokens("goal_rgb")))
     return parts
 
   def _pvr_variables(self, frozen):
