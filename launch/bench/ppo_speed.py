@@ -3,6 +3,7 @@
 
   python -m launch.bench.ppo_speed [--sizes 32,64] [--sensors rgb,rgbd] [--repeats 5]
       [--num_envs 64] [--rollout_len 64] [--update_epochs 2] [--num_minibatches 2] [--markdown]
+      [--encoder cnn|<zoo PVR, frozen>] [--token_cache on|off|both]
 
 For each frame size and sensor set, three jitted programs over the same batch of
 `num_envs` x `rollout_len` env steps, timed round-robin (`timing.interleaved`, so a shared
@@ -15,7 +16,10 @@ machine's load falls on all three alike) after one compiling call each:
 The table gives env steps/s of a whole update (what training runs at) and the share of its
 time in the env (env / update), the policy's acting pass ((rollout - env) / update) and the
 learning ((update - rollout) / update), from the medians of `--repeats` calls. The policy and
-PPO settings are configs/nav.py's (SimpleCNN + LSTM(256), 2 epochs x 2 minibatches).
+PPO settings are configs/nav.py's (SimpleCNN + LSTM(256), 2 epochs x 2 minibatches). With a
+frozen zoo PVR (`--encoder in1k_mobilenetv2`, at the frame size), `--token_cache off` times
+the trainer as it was before it recorded the PVR's tokens in the rollout (every SGD epoch
+encoding the frames again); `both` gives the two rows.
 """
 from __future__ import annotations
 
@@ -35,12 +39,16 @@ _ROLLOUT = flags.DEFINE_integer("rollout_len", 64, "Env steps per env per update
 _EPOCHS = flags.DEFINE_integer("update_epochs", 2, "SGD passes over each rollout.")
 _MINIBATCHES = flags.DEFINE_integer("num_minibatches", 2, "Minibatches per pass.")
 _MARKDOWN = flags.DEFINE_boolean("markdown", False, "Print the table as markdown.")
+_ENCODER = flags.DEFINE_string("encoder", "cnn", "'cnn' or a zoo PVR (frozen, at frame size).")
+_CACHE = flags.DEFINE_enum("token_cache", "on", ["on", "off", "both"],
+                           "A frozen PVR's tokens recorded in the rollout (on) or recomputed.")
 
 SENSORS = {"rgb": ("rgb",), "rgbd": ("rgb", "depth"), "depth": ("depth",)}
 
 
 def programs(size: int, sensors: str, num_envs: int, rollout_len: int,
-             num_scenes: int = 64, sgd: tuple[int, int] = (2, 2)) -> dict:
+             num_scenes: int = 64, sgd: tuple[int, int] = (2, 2), encoder: str = "cnn",
+             token_cache: bool = True) -> dict:
   """name -> a no-argument call of each timed program (state carried between calls)."""
   import jax  # pylint: disable=g-import-not-at-top
   from vcbench.algos import ppo  # pylint: disable=g-import-not-at-top
@@ -52,7 +60,11 @@ def programs(size: int, sensors: str, num_envs: int, rollout_len: int,
   config.train_scenes, config.train_episodes = num_scenes, 16 * num_scenes
   config.ppo.num_envs, config.ppo.rollout_len, config.ppo.log_every = num_envs, rollout_len, 0
   config.ppo.update_epochs, config.ppo.num_minibatches = sgd
+  config.policy.encoder, config.policy.img_size = encoder, size if encoder != "cnn" else 0
   trainer = nav_bench.make_trainer(config, log_fn=False)
+  if not token_cache:   # the images reach the SGD epochs, which encode them again
+    uncached = type(trainer).obs
+    trainer.obs = lambda obs, frozen=None: uncached(trainer, obs)
   env, keys = trainer.env, jax.random.split(jax.random.key(0), 3)
   state = [trainer.init(keys[0])]
   env_state = [state[0].env_state]
@@ -77,14 +89,17 @@ def programs(size: int, sensors: str, num_envs: int, rollout_len: int,
 
 
 def measure(size: int, sensors: str, num_envs: int, rollout_len: int, repeats: int,
-            num_scenes: int = 64, sgd: tuple[int, int] = (2, 2)) -> dict:
+            num_scenes: int = 64, sgd: tuple[int, int] = (2, 2), encoder: str = "cnn",
+            token_cache: bool = True) -> dict:
   """One row of the table: env steps/s of an update and the shares of its time; `sgd` is
   (update_epochs, num_minibatches)."""
-  times = timing.interleaved(
-      programs(size, sensors, num_envs, rollout_len, num_scenes, sgd), repeats)
+  times = timing.interleaved(programs(size, sensors, num_envs, rollout_len, num_scenes, sgd,
+                                      encoder, token_cache), repeats)
   med = {k: statistics.median(v) for k, v in times.items()}
   u = med["update"]
-  return {"size": size, "sensors": sensors, "steps_per_s": num_envs * rollout_len / u,
+  name = sensors if encoder == "cnn" else (
+      f"{sensors}, {encoder}" + ("" if token_cache else ", tokens recomputed"))
+  return {"size": size, "sensors": name, "steps_per_s": num_envs * rollout_len / u,
           "env_share": med["env"] / u, "policy_share": (med["rollout"] - med["env"]) / u,
           "learn_share": (u - med["rollout"]) / u, "times": times}
 
@@ -103,11 +118,15 @@ def table(rows: list[dict], markdown: bool) -> str:
 
 def main() -> None:
   rows = []
+  caches = {"on": (True,), "off": (False,), "both": (True, False)}[_CACHE.value]
   for size in map(int, _SIZES.value):
     for sensors in _SENSORS.value:
-      rows.append(measure(size, sensors, _NUM_ENVS.value, _ROLLOUT.value, _REPEATS.value,
-                          sgd=(_EPOCHS.value, _MINIBATCHES.value)))
-      print(f"{size}² {sensors}: {rows[-1]['steps_per_s']:,.0f} env steps/s", flush=True)
+      for cache in caches if _ENCODER.value != "cnn" else (True,):
+        rows.append(measure(size, sensors, _NUM_ENVS.value, _ROLLOUT.value, _REPEATS.value,
+                            sgd=(_EPOCHS.value, _MINIBATCHES.value), encoder=_ENCODER.value,
+                            token_cache=cache))
+        print(f"{size}² {rows[-1]['sensors']}: {rows[-1]['steps_per_s']:,.0f} env steps/s",
+              flush=True)
   print(table(rows, _MARKDOWN.value))
 
 
