@@ -78,6 +78,8 @@ def get_config(arg=None):
     _imitation_64(c)
     c.bc.teacher, c.bc.near_goal_weight = "explorer", 0.0
     c.odometry = True   # where it has searched
+    if c.task == "objectnav":   # learn to recognise the goal: is it in view?
+      c.policy.aux_goal_visible, c.bc.aux_coef = True, 0.5
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
     c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps

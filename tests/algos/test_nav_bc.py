@@ -81,6 +81,26 @@ def test_the_explorer_teacher_labels_the_steps_and_succeeds():
                                 np.asarray(shortest)[np.asarray(seen)])
 
 
+def test_the_goal_in_view_head_learns_only_when_asked():
+  objnav = nav.make("objectnav", "train", num_scenes=4, num_episodes=64, height=16, width=16,
+                    sensors=("rgb",))
+  heads = {}
+  for coef in (1.0, 0.0):
+    c = small_config(num_updates=30)
+    c.policy.aux_goal_visible, c.aux_coef = True, coef
+    trainer = nav_bc.make_train(c, objnav)
+    start = jax.device_get(trainer.init(jax.random.key(5)).params["aux_goal_visible"])
+    state, m = trainer.train(jax.random.key(5))
+    end = jax.device_get(state.params["aux_goal_visible"])
+    heads[coef] = float(np.abs(end["kernel"] - start["kernel"]).max())
+    if coef:   # from log 2 at the start towards the goal's base rate in view, at least
+      aux = np.asarray(m["aux_loss"])
+      assert aux[-5:].mean() < aux[0] - 0.02, aux
+    else:
+      assert "aux_loss" not in m
+  assert heads[1.0] > 1e-3 and heads[0.0] == 0.0, heads
+
+
 def test_bad_configs_are_named(env):
   with pytest.raises(ConfigError, match="expert_noise"):
     nav_bc.make_train(small_config(expert_noise=1.5), env)
@@ -94,6 +114,8 @@ def test_bad_configs_are_named(env):
     nav_bc.make_train(c, env)
   with pytest.raises(ConfigError, match="'oracle' in config.teacher"):
     nav_bc.make_train(small_config(teacher="oracle"), env)
+  with pytest.raises(ConfigError, match="aux_goal_visible is off"):
+    nav_bc.make_train(small_config(aux_coef=1.0), env)
   with pytest.raises(ConfigError, match="unknown key"):
     c = small_config()
     c.gamma = 0.99

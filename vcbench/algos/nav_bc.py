@@ -30,6 +30,7 @@ from typing import Callable, Optional
 import jax
 import jax.numpy as jnp
 import ml_collections
+import optax
 
 from vcbench.algos import ppo
 from vcbench.algos import recurrent
@@ -64,6 +65,9 @@ def default_config() -> ml_collections.ConfigDict:
   # steps that decide between END and one more move, where imitated agents fail most.
   c.near_goal_weight = 0.0
   c.near_goal_radius = 0.5     # metres
+  # Weight of a binary cross-entropy teaching `policy.aux_goal_visible`'s head whether the goal
+  # is in view (ObjectNav: the env's goal-in-view test), beside the imitation loss.
+  c.aux_coef = 0.0
   c.log_every = 10
   c.policy = recurrent.policy_config()
   return c
@@ -88,8 +92,11 @@ def check_config(config, num_devices: int = 1) -> None:
   if config.expert_noise + config.learner_mix > 1.0:
     raise ConfigError(f"config.expert_noise + config.learner_mix = "
                       f"{config.expert_noise + config.learner_mix} > 1")
-  for key in ("critic.coef", "near_goal_weight", "near_goal_radius"):
+  for key in ("critic.coef", "near_goal_weight", "near_goal_radius", "aux_coef"):
     require(config, key, lambda v: v >= 0, "a number >= 0")
+  if config.aux_coef and not config.policy.aux_goal_visible:
+    raise ConfigError(f"config.aux_coef = {config.aux_coef} trains the goal-in-view head, but "
+                      "config.policy.aux_goal_visible is off (the policy has none)")
   recurrent.check_policy(config)
   n, m = config.num_envs, config.num_minibatches
   if n % (m * num_devices):
@@ -129,7 +136,8 @@ class BC:
                          jnp.where(u < c.expert_noise + c.learner_mix, own, label))
       record = lambda new: dict(obs=obs, prev_action=prev_action, start=start,
                                 label=label, done=new.done, reward=new.reward, value=value,
-                                near=_nav_sim(env_state).distance < c.near_goal_radius)
+                                near=_nav_sim(env_state).distance < c.near_goal_radius,
+                                goal_visible=_nav_sim(env_state).goal_visible)
       return rnn, action, record
 
     (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
@@ -150,8 +158,9 @@ class BC:
   @staticmethod
   def loss(t: recurrent.Trainer, params, minibatch, frozen):
     traj, carry0 = minibatch
-    _, logits, value = t.policy.apply({"params": params}, traj["obs"], carry0,
-                                      traj["prev_action"], traj["start"], frozen)
+    (_, logits, value), inter = t.policy.apply(
+        {"params": params}, traj["obs"], carry0, traj["prev_action"], traj["start"], frozen,
+        mutable=["intermediates"])
     log_probs = jax.nn.log_softmax(logits)
     weight = 1.0 + t.config.near_goal_weight * traj["near"].astype(jnp.float32)
     nll = -jnp.take_along_axis(log_probs, traj["label"][..., None], -1)[..., 0]
@@ -159,7 +168,14 @@ class BC:
     accuracy = jnp.mean((jnp.argmax(logits, -1) == traj["label"]).astype(jnp.float32))
     value_loss = 0.5 * jnp.mean(jnp.square(value - traj["return"]))
     total = loss + t.config.critic.coef * value_loss
-    return total, {"loss": loss, "accuracy": accuracy, "value_loss": value_loss}
+    stats = {"loss": loss, "accuracy": accuracy, "value_loss": value_loss}
+    if t.config.aux_coef:
+      (aux,) = inter["intermediates"]["goal_visible_logit"]
+      seen = traj["goal_visible"].astype(jnp.float32)
+      stats["aux_loss"] = jnp.mean(optax.sigmoid_binary_cross_entropy(aux, seen))
+      stats["aux_accuracy"] = jnp.mean(((aux > 0) == (seen > 0)).astype(jnp.float32))
+      total = total + t.config.aux_coef * stats["aux_loss"]
+    return total, stats
 
 
 def _teacher(env) -> Callable:

@@ -72,6 +72,7 @@ def policy_config() -> ml_collections.ConfigDict:
   p.visual_norm = False         # LayerNorm on the visual features (on for imitation).
   p.embed_vectors = True        # embed rank-1 float observations (gps_compass) to embed_dim.
   p.vector_fourier = 0          # octaves of sin/cos features those embeddings also read.
+  p.aux_goal_visible = False    # a head predicting whether the goal is in view (ObjectNav).
   p.num_object_categories = 7   # 'objectgoal' embedding rows (vcbench-nav: 0..6).
   p.ignore_obs = ()             # observation keys the policy does not see.
   return p
@@ -167,7 +168,7 @@ class Trainer:
         embed_dim=p.embed_dim, num_object_categories=p.num_object_categories,
         compression_size=p.compression_size, use_prev_action=p.prev_action,
         visual_norm=p.visual_norm, embed_vectors=p.embed_vectors,
-        vector_fourier=p.vector_fourier, train_pvr=p.finetune_encoder,
+        vector_fourier=p.vector_fourier, aux_goal_visible=p.aux_goal_visible, train_pvr=p.finetune_encoder,
         pvr_chunk=p.encoder_chunk or None,
         pvr=None if encoder is None else nav_policy.pvr_tokens(encoder))
     # The loaded encoder's variables: the argument of every call when frozen; when fine-tuned,

@@ -66,7 +66,8 @@ ADDED_LATER = {"policy.finetune_encoder": False, "policy.encoder_lr": 1e-5,
                "critic": {"coef": 0.0, "gamma": 0.99, "gae_lambda": 0.95}, "init_from": "",
                "bc.near_goal_weight": 0.0, "bc.near_goal_radius": 0.5,
                "near_goal_weight": 0.0, "near_goal_radius": 0.5, "policy.vector_fourier": 0,
-               "bc.teacher": "expert", "teacher": "expert", "odometry": False}
+               "bc.teacher": "expert", "teacher": "expert", "odometry": False,
+               "policy.aux_goal_visible": False, "bc.aux_coef": 0.0, "aux_coef": 0.0}
 
 
 def with_added_later(config, template):

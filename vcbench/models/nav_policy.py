@@ -208,6 +208,9 @@ class NavPolicy(nn.Module):
       the raw vector (off).
     vector_fourier: octaves K of the Fourier features the vector embeddings also read
       (periods 2, 1, ..., 2^(1-K) in the vector's units, metres for the goal distance); 0: none.
+    aux_goal_visible: also a linear head on the RNN's output whose logit says whether the goal
+      is in view, sown as intermediates['goal_visible_logit'] [T, B] (an auxiliary loss on it
+      teaches ObjectNav agents to recognise their goal, `nav_bc`'s `aux_coef`).
   """
   num_actions: int
   hidden: int = 512
@@ -223,6 +226,7 @@ class NavPolicy(nn.Module):
   visual_norm: bool = False
   embed_vectors: bool = True
   vector_fourier: int = 0
+  aux_goal_visible: bool = False
 
   def initial_carry(self, batch: int):
     return initial_carry(self.rnn, self.rnn_layers, self.hidden, batch)
@@ -247,6 +251,9 @@ class NavPolicy(nn.Module):
     logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01),
                       name="actor")(h)
     value = nn.Dense(1, name="critic")(h)[..., 0]
+    if self.aux_goal_visible:
+      self.sow("intermediates", "goal_visible_logit",
+               nn.Dense(1, name="aux_goal_visible")(h)[..., 0])
     return carry, logits, value
 
   def step(self, obs, carry, prev_action, start, frozen=None):
