@@ -13,6 +13,7 @@ from configs import robustnav as rn_config
 from vcbench import config as config_lib
 from vcbench import jobs
 from vcbench import store as store_lib
+from vcbench.benchmarks import nav_agents
 from vcbench.benchmarks import robustnav as rn
 from vcbench.jobs import robustnav as robustnav_job
 from vcbench.robustness import visual
@@ -60,6 +61,24 @@ def test_tiny_protocol_writes_records_the_report_reads(tmp_path, capsys):
   assert "| 8 | spatter |" in report.stdout and "+ PAD rotation prediction" in report.stdout
   for name in ("table2.md", "table3.md", "severity.png", "behaviour.png"):
     assert (tmp_path / "report" / name).stat().st_size > 0
+
+
+@pytest.mark.skipif("pointnav_rgbd" not in nav_agents.names(), reason="no agent shipped")
+def test_the_default_job_evaluates_the_shipped_agent_on_test_apartments(tmp_path):
+  config = rn_config.get_config("table2")
+  config.workdir, config.nav_workdir = str(tmp_path), str(tmp_path / "nav")
+  config.agents, config.only, config.sweep = ("pointnav_rgbd",), ("none", "defocus_blur"), False
+  config.episodes = config.eval_batch = config.val_scenes = 3
+  jobs.resolve(config).run(config)
+  rows = store_lib.ResultStore(tmp_path / "results.jsonl").to_rows()
+  assert {(r["task"], r["corruption"]) for r in rows} == {("pointnav_rgbd", "none"),
+                                                          ("pointnav_rgbd", "defocus_blur")}
+  shipped = nav_agents.load("pointnav_rgbd").meta
+  # Trained nowhere here: the cells name the shipped agent and every step behind it.
+  assert not (tmp_path / "nav").exists()
+  assert all(r["agent_update"] == shipped["selected_update"] for r in rows)
+  assert all(r["agent_steps"] == sum(st["selected_env_steps"] for st in shipped["stages"])
+             for r in rows)
 
 
 @pytest.mark.parametrize("key, value, message", [

@@ -43,3 +43,24 @@ def test_module_matches_flax_conv_with_the_same_params():
 def test_bad_padding_is_named():
   with pytest.raises(ValueError, match="padding"):
     trainable_conv.conv2d(jnp.ones((1, 4, 4, 1)), jnp.ones((3, 3, 1, 1)), 1, "FULL")
+
+
+@pytest.mark.parametrize("shape, kernel, padding", [
+    ((3, 2, 2, 40), (3, 3), 1),          # a PVR token grid (CortexBench's compression layer)
+    ((2, 5, 4, 3), (3, 2), "SAME"),
+    ((2, 6, 5, 4), (2, 3), "VALID"),
+])
+def test_tap_convolution_is_the_convolution_with_its_gradients(shape, kernel, padding):
+  kx, kw, ky = jax.random.split(jax.random.key(3), 3)
+  x = jax.random.normal(kx, shape)
+  w = jax.random.normal(kw, (*kernel, shape[-1], 6))
+  pads = trainable_conv._pads(x.shape, w.shape, 1, padding)
+  ref = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), pads,
+                                                  dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  y = trainable_conv.tap_conv2d(x, w, padding)
+  np.testing.assert_allclose(y, ref(x, w), rtol=1e-5, atol=1e-5)
+  dy = jax.random.normal(ky, y.shape)
+  got = jax.vjp(lambda x, w: trainable_conv.tap_conv2d(x, w, padding), x, w)[1](dy)
+  want = jax.vjp(ref, x, w)[1](dy)
+  for g, r in zip(got, want):
+    np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)

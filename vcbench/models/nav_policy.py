@@ -124,7 +124,8 @@ class CompressionLayer(nn.Module):
     if grid * grid != n:
       raise ValueError(f"CompressionLayer needs a square token grid, got {n} tokens")
     x = tokens.reshape(b, grid, grid, d)
-    x = Conv(compression_channels(grid, self.flat_size), (3, 3), padding=1, use_bias=False)(x)
+    x = Conv(compression_channels(grid, self.flat_size), (3, 3), padding=1, use_bias=False,
+             taps=True)(x)
     x = nn.relu(nn.GroupNorm(num_groups=1, epsilon=1e-5)(x))
     return x.reshape(b, -1)
 

@@ -118,20 +118,39 @@ def conv2d(x: jax.Array, w: jax.Array, stride: int = 1, padding="SAME") -> jax.A
   return _conv(x, w, int(stride), _pads(x.shape, w.shape, int(stride), padding))
 
 
+def tap_conv2d(x: jax.Array, w: jax.Array, padding="SAME") -> jax.Array:
+  """The stride-1 convolution as a sum of one matmul per kernel tap over shifted slices of the
+  padded input (plain autodiff gives both gradients). XLA:CPU's convolution is pathological
+  for maps of few pixels and many channels: the compression layer's 3x3 conv on a 2x2x1280
+  MobileNet token grid (batch 16, 512 filters) took 1.0 s; as taps it is a few matmuls."""
+  kh, kw, _, cout = w.shape
+  (t, b), (l, r) = _pads(x.shape, w.shape, 1, padding)
+  xp = jax.lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0), (t, b, 0), (l, r, 0), (0, 0, 0)])
+  ho, wo = xp.shape[1] - kh + 1, xp.shape[2] - kw + 1
+  y = sum(jnp.einsum("nhwi,io->nhwo", xp[:, a:a + ho, c:c + wo, :], w[a, c])
+          for a in range(kh) for c in range(kw))
+  return y.reshape(x.shape[0], ho, wo, cout)
+
+
 class Conv(nn.Module):
-  """`nn.Conv`'s parameters (kernel HWIO, bias) and initialisers, with `conv2d` inside."""
+  """`nn.Conv`'s parameters (kernel HWIO, bias) and initialisers, with `conv2d` inside (or,
+  with `taps` and stride 1, `tap_conv2d`: for maps of few pixels and many channels)."""
   features: int
   kernel_size: tuple[int, int]
   strides: int = 1
   padding: object = "SAME"
   use_bias: bool = True
   kernel_init: object = nn.initializers.lecun_normal()
+  taps: bool = False
 
   @nn.compact
   def __call__(self, x):
     kh, kw = self.kernel_size
     w = self.param("kernel", self.kernel_init, (kh, kw, x.shape[-1], self.features))
-    y = conv2d(x, w.astype(x.dtype), self.strides, self.padding)
+    if self.taps and self.strides != 1:
+      raise ValueError(f"Conv(taps=True) needs stride 1, got {self.strides}")
+    y = (tap_conv2d(x, w.astype(x.dtype), self.padding) if self.taps
+         else conv2d(x, w.astype(x.dtype), self.strides, self.padding))
     if self.use_bias:
       y = y + self.param("bias", nn.initializers.zeros, (self.features,)).astype(y.dtype)
     return y
