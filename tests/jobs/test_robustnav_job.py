@@ -75,9 +75,10 @@ def test_the_default_job_evaluates_the_shipped_agent_on_test_apartments(tmp_path
                                                           ("pointnav_rgbd", "defocus_blur")}
   shipped = nav_agents.load("pointnav_rgbd").meta
   # Trained nowhere here: the cells name the shipped agent and every step behind it.
-  assert not (tmp_path / "nav").exists()
-  assert all(r["agent_update"] == shipped["selected_update"] for r in rows)
-  assert all(r["agent_steps"] == sum(st["selected_env_steps"] for st in shipped["stages"])
+  assert not any((tmp_path / "nav").glob("*"))
+  assert all(r["extra/agent_update"] == shipped["selected_update"] for r in rows)
+  assert all(r["extra/split"] == "test" and r["episodes"] == 3 for r in rows)
+  assert all(r["extra/agent_steps"] == sum(st["selected_env_steps"] for st in shipped["stages"])
              for r in rows)
 
 

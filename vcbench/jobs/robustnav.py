@@ -86,7 +86,8 @@ def conditions(config) -> list[rn.Condition]:
 def validate(config) -> None:
   config_lib.require_choice(config, "agents_from", ("shipped", "train"))
   config_lib.require_choice(config, "split", ("val", "test"))
-  for variant in list(config.agents) + [config.adapt.agent]:
+  table3 = [config.adapt.agent] if config.adapt.methods else []
+  for variant in list(config.agents) + table3:
     if config.agents_from == "train":
       nav_config(config, variant)
     elif variant not in nav_agents.names():
@@ -173,7 +174,8 @@ def evaluate_cells(config, a: rn.Agent, adaptation: str, get_params, conds, env)
     t0 = time.time()
     s = rn.evaluate(a.trainer, params, rn.corrupted(env, cond, config.seed),
                     task=a.nav.task, batch=config.eval_batch, seed=config.seed)
-    grid.record(unit.cells[0], s, extra={"kind": cond.kind, "seconds": round(time.time() - t0, 1),
-                                         **a.info}, allow_nonfinite=True)
+    grid.record(unit.cells[0], s, extra={"kind": cond.kind, "split": config.split,
+                                         "seconds": round(time.time() - t0, 1), **a.info},
+                allow_nonfinite=True)
     print(f"robustnav {a.variant} [{adaptation}] {cond.name} sev {cond.severity}: "
           f"SR {s['success']:.1f} SPL {s['spl']:.1f} ({time.time() - t0:.0f} s)", flush=True)
