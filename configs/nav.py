@@ -3,7 +3,8 @@ it on held-out apartments (SR, SPL, RobustNav difficulty bins), store the result
 split chooses the checkpoint (validated after every chunk), the test split is reported.
 
   python -m launch.main --config configs/nav.py:pointnav_rgbd    # RobustNav's RGB-D agent:
-        # 64x64 + GPS/compass, SimpleCNN + LSTM, DAgger; 1.6M steps, ~40 min on 2 CPU cores
+        # 64x64 + GPS/compass, SimpleCNN + LSTM, DAgger in two stages (the first is the
+        # variant pointnav_rgbd_il); 1.64M + 1.23M steps, 51 + 48 min on 2 shared CPU cores
   python -m launch.main --config configs/nav.py:pointnav_rgb     # its RGB agent, the same way
   python -m launch.main --config configs/nav.py:pointnav_depth   # depth 32x32, PPO; ~60 min
   python -m launch.main --config configs/nav.py:objectnav_il     # RGB-D 64x64, DAgger on the
