@@ -27,6 +27,7 @@ objectnav_il, imagenav_il, objectnav_bc, imagenav, tiny and tiny_rgbd (seconds-s
 kill; the evaluation cell is skipped when the result store already has it for this config.
 """
 from vcbench import config as config_lib
+from vcbench.envs.nav import env as nav_env
 from vcbench.jobs import nav
 
 VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "pointnav_rgb_il", "pointnav_rgbd_il",
@@ -79,8 +80,9 @@ def get_config(arg=None):
     _imitation_64(c)
     c.bc.teacher, c.bc.near_goal_weight = "explorer", 0.0
     c.odometry = True   # where it has searched
-    if c.task == "objectnav":   # learn to recognise the goal: is it in view?
+    if c.task == "objectnav":   # learn to recognise the goal: is it in view? which categories are?
       c.policy.aux_goal_visible, c.bc.aux_coef = True, 0.5
+      c.policy.aux_categories = nav_env.NUM_CATEGORIES
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
     c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps

@@ -8,6 +8,7 @@ import vcbench  # noqa: F401
 from vcbench.algos import nav_bc
 from vcbench.config import ConfigError
 from vcbench.envs import nav
+from vcbench.envs.nav import env as nav_env
 from vcbench.envs.nav import expert, explorer
 
 
@@ -81,24 +82,44 @@ def test_the_explorer_teacher_labels_the_steps_and_succeeds():
                                 np.asarray(shortest)[np.asarray(seen)])
 
 
-def test_the_goal_in_view_head_learns_only_when_asked():
-  objnav = nav.make("objectnav", "train", num_scenes=4, num_episodes=64, height=16, width=16,
-                    sensors=("rgb",))
+@pytest.fixture(scope="module")
+def objnav_rgb():
+  return nav.make("objectnav", "train", num_scenes=4, num_episodes=64, height=16, width=16,
+                  sensors=("rgb",))
+
+
+@pytest.mark.parametrize("head,param,loss", [
+    ("aux_goal_visible", "aux_goal_visible", "aux_loss"),
+    ("aux_categories", "aux_categories", "aux_categories_loss")])
+def test_a_recognition_head_learns_only_when_asked(objnav_rgb, head, param, loss):
   heads = {}
   for coef in (1.0, 0.0):
     c = small_config(num_updates=30)
-    c.policy.aux_goal_visible, c.aux_coef = True, coef
-    trainer = nav_bc.make_train(c, objnav)
-    start = jax.device_get(trainer.init(jax.random.key(5)).params["aux_goal_visible"])
+    c.policy[head] = True if head == "aux_goal_visible" else nav_env.NUM_CATEGORIES
+    c.aux_coef = coef
+    trainer = nav_bc.make_train(c, objnav_rgb)
+    start = jax.device_get(trainer.init(jax.random.key(5)).params[param])
     state, m = trainer.train(jax.random.key(5))
-    end = jax.device_get(state.params["aux_goal_visible"])
+    end = jax.device_get(state.params[param])
     heads[coef] = float(np.abs(end["kernel"] - start["kernel"]).max())
-    if coef:   # from log 2 at the start towards the goal's base rate in view, at least
-      aux = np.asarray(m["aux_loss"])
+    if coef:   # from log 2 (per label) at the start towards the base rates in view, at least
+      aux = np.asarray(m[loss])
       assert aux[-5:].mean() < aux[0] - 0.02, aux
     else:
-      assert "aux_loss" not in m
+      assert loss not in m
   assert heads[1.0] > 1e-3 and heads[0.0] == 0.0, heads
+
+
+def test_the_categories_head_reads_the_frame_and_labels_every_category(objnav_rgb):
+  c = small_config(num_updates=1)
+  c.policy.aux_categories, c.aux_coef = nav_env.NUM_CATEGORIES, 1.0
+  trainer = nav_bc.make_train(c, objnav_rgb)
+  params = trainer.init(jax.random.key(0)).params
+  assert params["aux_categories"]["kernel"].shape == (32, nav_env.NUM_CATEGORIES)  # the CNN's
+  _, m = trainer.train(jax.random.key(0))
+  # Summed over the 6 categories: ~6 log 2 at the start, not one label's log 2.
+  assert 3.0 < float(m["aux_categories_loss"][0]) < 5.0
+  assert 0.0 < float(m["aux_categories_accuracy"][0]) < 1.0
 
 
 def test_bad_configs_are_named(env):
@@ -114,8 +135,12 @@ def test_bad_configs_are_named(env):
     nav_bc.make_train(c, env)
   with pytest.raises(ConfigError, match="'oracle' in config.teacher"):
     nav_bc.make_train(small_config(teacher="oracle"), env)
-  with pytest.raises(ConfigError, match="aux_goal_visible is off"):
+  with pytest.raises(ConfigError, match="aux_goal_visible and aux_categories are off"):
     nav_bc.make_train(small_config(aux_coef=1.0), env)
+  with pytest.raises(ConfigError, match="aux_categories = 3: the env labels 6"):
+    c = small_config()
+    c.policy.aux_categories = 3
+    nav_bc.make_train(c, env)
   with pytest.raises(ConfigError, match="unknown key"):
     c = small_config()
     c.gamma = 0.99

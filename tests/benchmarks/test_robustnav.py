@@ -97,6 +97,12 @@ def test_report_tables_and_plots_from_rows(tmp_path):
   assert "70.0 | 35.0" in next(l for l in t2.splitlines() if "spatter+motion_drift" in l)
   t3 = report.table3_markdown(rows)
   assert "+ PAD rotation prediction | 40.0 | 20.0" in t3
+  assert "over ? fixed episodes per cell of the val apartments" in t2
+  # Intervals and the recorded split and episode count, where the rows have them.
+  rows[1].update({"success_ci95": 4.04, "extra/split": "test", "episodes": 500})
+  t2 = report.table2_markdown(rows)
+  assert "| 30.0 ± 4.0 | 15.0 |" in next(l for l in t2.splitlines() if "| spatter |" in l)
+  assert "over 500 fixed episodes per cell of the test and val apartments" in t2
   paths = report.write_report(rows, tmp_path)
   assert all(p.stat().st_size > 0 for p in paths.values())
   with pytest.raises(ValueError, match="no RobustNav records"):

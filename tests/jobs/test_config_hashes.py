@@ -98,7 +98,7 @@ GOLDEN = {
     "nav:objectnav_bc":
         "491018ccff97dc168e480805d5f93f7b147ca231da63650f75a6ea026fc770b8",
     "nav:objectnav_il":
-        "593acc8ddc2c5e9ed1d8e2b0f4cbca7716313d721e8cde0f8d2911e7c00c7cb8",
+        "d096b15a51ae7cdb9306bc2ce4ca28275899d6053f348289807336688b2b42ae",
     "nav:imagenav_il":
         "bc712edd93bff14c8380bdd5ade0e9a642705367ebbb6f1949c473292ca14259",
     "nav:pointnav_depth":

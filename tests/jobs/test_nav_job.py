@@ -96,11 +96,18 @@ def test_init_from_trains_the_start_run_first_and_starts_from_its_best_params(tm
     ({"algo": "dagger"}, "dagger.*bc, ppo|ppo, bc"),
     ({"sensors": ("lidar",)}, "sensors"),
     ({"hfov": 200.0}, "hfov"),
+    ({"algo": "bc", "bc.aux_coef": 0.5, "policy.aux_categories": 6},
+     "aux_coef = 0.5 trains recognition heads on ObjectNav's in-view labels, but "
+     "config.task = 'pointnav' has none"),
 ])
 def test_bad_configs_are_refused_before_work(override, message):
   config = nav_config.get_config("tiny")
   for k, v in override.items():
-    config[k] = v
+    *parents, leaf = k.split(".")
+    node = config
+    for p in parents:
+      node = node[p]
+    node[leaf] = v
   with pytest.raises((config_lib.ConfigError, ValueError), match=message):
     jobs.resolve(config)
 

@@ -65,8 +65,9 @@ def default_config() -> ml_collections.ConfigDict:
   # steps that decide between END and one more move, where imitated agents fail most.
   c.near_goal_weight = 0.0
   c.near_goal_radius = 0.5     # metres
-  # Weight of a binary cross-entropy teaching `policy.aux_goal_visible`'s head whether the goal
-  # is in view (ObjectNav: the env's goal-in-view test), beside the imitation loss.
+  # Weight of the binary cross-entropies teaching the policy's recognition heads, beside the
+  # imitation loss (ObjectNav; labels from the env's semantic frame): `aux_goal_visible`'s
+  # (is the goal in view?) and `aux_categories`' (which categories are; summed over them).
   c.aux_coef = 0.0
   c.log_every = 10
   c.policy = recurrent.policy_config()
@@ -94,9 +95,14 @@ def check_config(config, num_devices: int = 1) -> None:
                       f"{config.expert_noise + config.learner_mix} > 1")
   for key in ("critic.coef", "near_goal_weight", "near_goal_radius", "aux_coef"):
     require(config, key, lambda v: v >= 0, "a number >= 0")
-  if config.aux_coef and not config.policy.aux_goal_visible:
-    raise ConfigError(f"config.aux_coef = {config.aux_coef} trains the goal-in-view head, but "
-                      "config.policy.aux_goal_visible is off (the policy has none)")
+  p = config.policy
+  if config.aux_coef and not (p.aux_goal_visible or p.aux_categories):
+    raise ConfigError(f"config.aux_coef = {config.aux_coef} trains the recognition heads, but "
+                      "config.policy.aux_goal_visible and aux_categories are off (the policy "
+                      "has none)")
+  if p.aux_categories not in (0, nav_env.NUM_CATEGORIES):
+    raise ConfigError(f"config.policy.aux_categories = {p.aux_categories}: the env labels "
+                      f"{nav_env.NUM_CATEGORIES} object categories (0: no head)")
   recurrent.check_policy(config)
   n, m = config.num_envs, config.num_minibatches
   if n % (m * num_devices):
@@ -137,7 +143,8 @@ class BC:
       record = lambda new: dict(obs=obs, prev_action=prev_action, start=start,
                                 label=label, done=new.done, reward=new.reward, value=value,
                                 near=_nav_sim(env_state).distance < c.near_goal_radius,
-                                goal_visible=_nav_sim(env_state).goal_visible)
+                                goal_visible=_nav_sim(env_state).goal_visible,
+                                categories_visible=_nav_sim(env_state).categories_visible)
       return rnn, action, record
 
     (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
@@ -170,12 +177,24 @@ class BC:
     total = loss + t.config.critic.coef * value_loss
     stats = {"loss": loss, "accuracy": accuracy, "value_loss": value_loss}
     if t.config.aux_coef:
-      (aux,) = inter["intermediates"]["goal_visible_logit"]
-      seen = traj["goal_visible"].astype(jnp.float32)
-      stats["aux_loss"] = jnp.mean(optax.sigmoid_binary_cross_entropy(aux, seen))
-      stats["aux_accuracy"] = jnp.mean(((aux > 0) == (seen > 0)).astype(jnp.float32))
-      total = total + t.config.aux_coef * stats["aux_loss"]
+      heads = inter["intermediates"]
+      if "goal_visible_logit" in heads:
+        (aux,) = heads["goal_visible_logit"]
+        stats["aux_loss"], stats["aux_accuracy"] = _recognition(aux, traj["goal_visible"])
+        total = total + t.config.aux_coef * stats["aux_loss"]
+      if "categories_visible_logits" in heads:
+        (aux,) = heads["categories_visible_logits"]
+        loss_k, stats["aux_categories_accuracy"] = _recognition(aux, traj["categories_visible"])
+        stats["aux_categories_loss"] = loss_k * aux.shape[-1]   # summed over the categories
+        total = total + t.config.aux_coef * stats["aux_categories_loss"]
     return total, stats
+
+
+def _recognition(logits, seen):
+  """Mean binary cross-entropy and accuracy of in-view logits against bool labels."""
+  target = seen.astype(jnp.float32)
+  return (jnp.mean(optax.sigmoid_binary_cross_entropy(logits, target)),
+          jnp.mean(((logits > 0) == seen).astype(jnp.float32)))
 
 
 def _teacher(env) -> Callable:

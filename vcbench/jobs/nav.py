@@ -101,6 +101,10 @@ def validate(config) -> None:
   nav_bench.LEARNERS.get(config.algo).check_config(nav_bench.algo_config(config),
                                                    jax.device_count())
   nav_render.Camera(height=config.height, width=config.width, hfov=config.hfov)
+  if config.algo == "bc" and config.bc.aux_coef and config.task != "objectnav":
+    raise config_lib.ConfigError(
+        f"config.bc.aux_coef = {config.bc.aux_coef} trains recognition heads on ObjectNav's "
+        f"in-view labels, but config.task = {config.task!r} has none")
   if config.init_from:
     validate(start_config(config))
 

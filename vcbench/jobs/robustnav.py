@@ -62,7 +62,7 @@ def default_config() -> ml_collections.ConfigDict:
   a.methods = rn.METHODS
   # At severity 5; adaptation runs in each. Spatter, the most damaging, costs ~8 min per 166k
   # adaptation steps on this CPU (its liquid layer is drawn at 224 px whatever the frame size).
-  a.corruptions = ("defocus_blur", "lower_fov")
+  a.corruptions = ("defocus_blur", "lower_fov", "speckle_noise")
   a.budget = 166_000            # calibration budget, env steps (RobustNav)
   a.augment_steps = 409_600     # PPO steps with augmented frames, from the clean agent
   a.finetune_lr = 2.5e-4

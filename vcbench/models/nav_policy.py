@@ -212,6 +212,10 @@ class NavPolicy(nn.Module):
     aux_goal_visible: also a linear head on the RNN's output whose logit says whether the goal
       is in view, sown as intermediates['goal_visible_logit'] [T, B] (an auxiliary loss on it
       teaches ObjectNav agents to recognise their goal, `nav_bc`'s `aux_coef`).
+    aux_categories: K > 0: also a linear head on the current frame's visual features with a
+      logit per object category (is it in view?), sown as
+      intermediates['categories_visible_logits'] [T, B, K]. Every frame labels every category,
+      so it gives the encoder K times the recognition signal of the goal head.
   """
   num_actions: int
   hidden: int = 512
@@ -228,6 +232,7 @@ class NavPolicy(nn.Module):
   embed_vectors: bool = True
   vector_fourier: int = 0
   aux_goal_visible: bool = False
+  aux_categories: int = 0
 
   def initial_carry(self, batch: int):
     return initial_carry(self.rnn, self.rnn_layers, self.hidden, batch)
@@ -245,8 +250,9 @@ class NavPolicy(nn.Module):
     # contiguous blocks, so the per-frame encoders run data parallel (a time-major [T*B]
     # would be gathered onto every device).
     flat = lambda x: jnp.swapaxes(x, 0, 1).reshape(b * t, *x.shape[2:])
-    x = self._features(jax.tree.map(flat, obs), flat(prev_action), flat(start), frozen)
-    x = jnp.swapaxes(x.reshape(b, t, -1), 0, 1)
+    unflat = lambda x: jnp.swapaxes(x.reshape(b, t, *x.shape[1:]), 0, 1)
+    x, frame = self._features(jax.tree.map(flat, obs), flat(prev_action), flat(start), frozen)
+    x = unflat(x)
     carry, h = _RecurrentScan(self.rnn, self.rnn_layers, self.hidden, name="rnn")(
         carry, (x, start))
     logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01),
@@ -255,6 +261,12 @@ class NavPolicy(nn.Module):
     if self.aux_goal_visible:
       self.sow("intermediates", "goal_visible_logit",
                nn.Dense(1, name="aux_goal_visible")(h)[..., 0])
+    if self.aux_categories:
+      if not frame:
+        raise ValueError("NavPolicy.aux_categories needs an rgb or depth observation")
+      self.sow("intermediates", "categories_visible_logits",
+               nn.Dense(self.aux_categories, name="aux_categories")(
+                   unflat(jnp.concatenate(frame, axis=-1))))
     return carry, logits, value
 
   def step(self, obs, carry, prev_action, start, frozen=None):
@@ -265,16 +277,19 @@ class NavPolicy(nn.Module):
     return carry, logits[0], value[0]
 
   def _features(self, obs, prev_action, start, frozen):
-    """Per-step input of the RNN, [N, F], from flat observations [N, ...]."""
+    """Per-step input of the RNN, [N, F], from flat observations [N, ...], and the current
+    frame's visual parts of it (no goal image): a list of [N, F_i]."""
     unknown = sorted(k for k, v in obs.items()
                      if k not in IMAGE_KEYS and k != OBJECTGOAL and v.ndim != 2
                      and not (self.pvr is not None and k in token_keys()))
     if unknown:
       raise ValueError(f"NavPolicy cannot consume observations {unknown}; supported: "
                        f"{IMAGE_KEYS}, '{OBJECTGOAL}' and rank-1 float vectors")
-    parts = self._visual(obs, frozen)
+    frame, goal = self._visual(obs, frozen)
+    parts = frame + goal
     if self.visual_norm:
       parts = [nn.LayerNorm(name=f"visual_norm_{i}")(p) for i, p in enumerate(parts)]
+    frame = parts[:len(frame)]
     for k in sorted(obs):
       if k not in IMAGE_KEYS and k != OBJECTGOAL and k not in token_keys():
         x = obs[k].astype(jnp.float32)
@@ -291,10 +306,11 @@ class NavPolicy(nn.Module):
       token = jnp.where(start, 0, prev_action.astype(jnp.int32) + 1)
       parts.append(nn.Embed(self.num_actions + 1, self.embed_dim,
                             name="prev_action_embed")(token))
-    return jnp.concatenate(parts, axis=-1)
+    return jnp.concatenate(parts, axis=-1), frame
 
   def _visual(self, obs, frozen):
-    """Visual features: [rgb(+depth) features, goal features] as present. A PVR's tokens may
+    """Visual features: ([the current frame's rgb(+depth) features], [goal image features]),
+    as present. A PVR's tokens may
     come precomputed (obs[key + TOKENS], `Trainer.obs`: a frozen encoder then runs once per
     frame, not again in every SGD epoch)."""
     parts = []
@@ -308,14 +324,15 @@ class NavPolicy(nn.Module):
     x = cnn_input(obs, with_rgb=self.pvr is None)
     if x is not None:
       parts.insert(0, SimpleCNN(self.hidden, name="visual_cnn")(x))
+    goal = []
     if has("goal_rgb"):
       if self.pvr is None:
-        parts.append(SimpleCNN(self.hidden, name="goal_cnn")(
+        goal.append(SimpleCNN(self.hidden, name="goal_cnn")(
             obs["goal_rgb"].astype(jnp.float32) / 255.0))
       else:
-        parts.append(PVRVisual(self.hidden, self.compression_size, name="goal_visual")(
+        goal.append(PVRVisual(self.hidden, self.compression_size, name="goal_visual")(
             tokens("goal_rgb")))
-    return parts
+    return parts, goal
 
   def _pvr_variables(self, frozen):
     """The encoder's variables: the trained param (read once: rgb and goal_rgb share it), or

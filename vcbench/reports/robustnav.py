@@ -44,8 +44,24 @@ def _index(rows: Any) -> dict[tuple, Mapping[str, Any]]:
 
 
 def _fmt(row, key: str, digits: int = 1) -> str:
+  """The value, with its 95% interval when the row has one (`<key>_ci95`)."""
   v = None if row is None else row.get(key)
-  return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+  if v is None or (isinstance(v, float) and math.isnan(v)):
+    return "–"
+  ci = row.get(f"{key}_ci95")
+  half = "" if ci is None or (isinstance(ci, float) and math.isnan(ci)) else f" ± {ci:.{digits}f}"
+  return f"{v:.{digits}f}{half}"
+
+
+def _episodes_note(rows) -> str:
+  """Which episodes the cells were evaluated on, from the rows (cells written before the split
+  was recorded were evaluated on the val apartments)."""
+  rows = [r for r in store_lib.as_rows(rows) if r.get("benchmark") == rn.BENCHMARK]
+  splits = sorted({str(r.get("extra/split") or "val") for r in rows})
+  counts = sorted({int(r["episodes"]) for r in rows if r.get("episodes") is not None})
+  many = "/".join(str(n) for n in counts) or "?"
+  return (f"SR and SPL in % ± the 95% interval over {many} fixed episodes per cell of the "
+          f"{' and '.join(splits)} apartments; '–' = not evaluated.")
 
 
 def table2_markdown(rows) -> str:
@@ -61,7 +77,7 @@ def table2_markdown(rows) -> str:
       cells += [_fmt(row, "success"), _fmt(row, "spl")]
     body.append(cells)
   note = ("Visual corruptions at severity 5 (camera_crack and lower_fov have one level). "
-          "SR and SPL in %, over the val apartments' fixed episodes; '–' = not evaluated.")
+          + _episodes_note(rows))
   return "# RobustNav Table 2 (vcbench-nav)\n\n" + tables.markdown_table(header, body) + \
       f"\n\n{note}\n"
 
@@ -85,6 +101,8 @@ def table3_markdown(rows) -> str:
     out.append(f"## {agent}\n\n" + tables.markdown_table(header, body) + "\n")
   if len(out) == 1:
     out.append("No adaptation records in the store.\n")
+  else:
+    out.append(_episodes_note(rows) + "\n")
   return "\n".join(out)
 
 

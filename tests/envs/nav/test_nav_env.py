@@ -267,3 +267,18 @@ def test_odometry_is_the_pose_in_the_start_frame():
   np.testing.assert_allclose(state.obs["odometry"], [0.25, 0.25, math.cos(t), math.sin(t)],
                              atol=1e-5)
   assert "odometry" not in make_env(one_episode((1.0, 1.5), 0.0, (1.5, 3.0))).reset_to(0).obs
+
+
+@pytest.mark.parametrize("heading", [-math.pi / 2, math.pi / 2])
+def test_the_categories_in_view_are_those_of_the_semantic_frame(heading):
+  chair = sc.CATEGORIES.index("chair")
+  env = make_env(one_episode([1.0, 1.9], heading, [0.0, 0.0], "objectnav", chair),
+                 task="objectnav", sensors=("rgb",))
+  sim = env.reset_to(0).sim
+  sem = np.asarray(R.render(jax.tree.map(jnp.asarray, hand_scene()), hand_atlas(), sim.pos,
+                            sim.heading, env.camera)["semantic"])
+  brute = [bool((sem == sc.SEM_OBJECT0 + k).any()) for k in range(E.NUM_CATEGORIES)]
+  assert list(np.asarray(sim.categories_visible)) == brute
+  assert bool(sim.goal_visible) == brute[chair - 1] == (heading < 0)   # facing the chair or not
+  pointnav = make_env(one_episode([1.0, 1.9], heading, [2.5, 2.5]), sensors=("rgb",))
+  assert not np.asarray(pointnav.reset_to(0).sim.categories_visible).any()   # no labels there

@@ -44,6 +44,7 @@ MOVE_AHEAD, ROTATE_LEFT, ROTATE_RIGHT, END = range(4)
 ACTIONS = ("MOVE_AHEAD", "ROTATE_LEFT", "ROTATE_RIGHT", "END")
 FORWARD_STEP = 0.25                 # metres
 TURN_ANGLE = math.radians(30.0)
+NUM_CATEGORIES = len(sc.CATEGORIES) - 1   # ObjectNav's goal categories (CATEGORIES[0] is none)
 
 METRICS = ("success", "spl", "episode_return", "episode_length", "failed_actions",
            "min_distance", "final_distance", "stop_failure", "difficulty")
@@ -79,6 +80,9 @@ class NavSim:
   failed_actions: jax.Array   # int32 collisions
   ep_return: jax.Array
   goal_visible: jax.Array     # bool: goal category in the current view (ObjectNav)
+  # bool [NUM_CATEGORIES]: which object categories the current view shows (ObjectNav; all
+  # False otherwise): labels for a policy's recognition head (`nav_bc` aux_coef).
+  categories_visible: jax.Array
   key: jax.Array              # for drawing the next episode (auto_reset)
 
 
@@ -166,7 +170,8 @@ class NavEnv:
     return NavSim(episode=index, pos=f32(e.start), heading=f32(e.start_heading),
                   steps=jnp.zeros((), jnp.int32), path_length=f32(0.0), distance=e.distance,
                   min_distance=e.distance, failed_actions=jnp.zeros((), jnp.int32),
-                  ep_return=f32(0.0), goal_visible=jnp.zeros((), bool), key=key)
+                  ep_return=f32(0.0), goal_visible=jnp.zeros((), bool),
+                  categories_visible=jnp.zeros((NUM_CATEGORIES,), bool), key=key)
 
   def _act(self, sim: NavSim, action) -> NavSim:
     """Applies one action: turns always succeed; a blocked move leaves the pose unchanged."""
@@ -232,12 +237,20 @@ class NavEnv:
       obs["gps_compass"] = gps_compass(sim.pos, sim.heading, e.goal)
     elif self.task == "objectnav":
       obs["objectgoal"] = e.category - 1
-      sim = sim.replace(goal_visible=jnp.any(frame["semantic"] == sc.SEM_OBJECT0 + e.category - 1))
+      seen = categories_in_view(frame["semantic"])
+      sim = sim.replace(goal_visible=seen[e.category - 1], categories_visible=seen)
     else:
       obs["goal_rgb"] = self.goal_images[sim.episode]
     if self.odometry:
       obs["odometry"] = odometry(sim.pos, sim.heading, e.start, e.start_heading)
     return obs, sim
+
+
+def categories_in_view(semantic) -> jax.Array:
+  """bool [NUM_CATEGORIES]: whether each object category (CATEGORIES[1:]) has a pixel in a
+  semantic frame [H, W]."""
+  labels = sc.SEM_OBJECT0 + jnp.arange(NUM_CATEGORIES)
+  return jnp.any(semantic[..., None] == labels, axis=(0, 1))
 
 
 def gps_compass(pos, heading, goal) -> jax.Array:
