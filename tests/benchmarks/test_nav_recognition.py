@@ -46,3 +46,15 @@ def test_scores_follow_their_definitions(frames):
   assert s["false_positive"] == pytest.approx(said[~seen].mean())
   with pytest.raises(ValueError, match="labels must be one of"):
     nr.fit(frames, "some", steps=1)
+
+
+def test_frozen_tokens_are_read_whatever_their_scale(frames):
+  # Tokens that carry the labels, at the ~1e-9 scale of random_mobilenetv2's: the probe still
+  # reads them (its normalisation is scale-free).
+  rng = np.random.default_rng(0)
+  n = len(frames["category"])
+  informative = np.concatenate([frames["visible"], rng.normal(size=(n, 10))], -1)
+  tokens = (1e-9 * informative[:, None, :]).astype(np.float32)      # [N, 1 token, D]
+  model, params, _ = nr.fit(frames, "all", steps=150, batch=32, lr=3e-3, tokens=tokens)
+  s = nr.scores(model, params, frames, tokens)
+  assert s["accuracy"] > 0.97 and s["recall"] > 0.9, s

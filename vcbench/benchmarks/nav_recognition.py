@@ -67,8 +67,8 @@ def random_walk_frames(split: str, *, size: int = 64, walks: int = 256, steps: i
 
 
 class Recogniser(nn.Module):
-  """The policy's SimpleCNN on rgb + depth (or a frozen PVR's tokens through a linear layer),
-  then the head of `labels`: 'goal' -> one logit from the features and the goal's embedding;
+  """The policy's SimpleCNN on rgb + depth (or a frozen PVR's tokens, normalised, through a
+  linear layer), then the head of `labels`: 'goal' -> one logit from the features and the goal's embedding;
   'all' -> a logit per category, of which the goal's. Returns goal logits [N] and, for 'all',
   every category's [N, K] (None for 'goal')."""
   labels: str
@@ -80,7 +80,12 @@ class Recogniser(nn.Module):
     if tokens is None:
       x = nav_policy.SimpleCNN(self.hidden)(nav_policy.cnn_input(frames))
     else:
-      x = nn.relu(nn.Dense(self.hidden)(tokens.reshape(tokens.shape[0], -1)))
+      # Scale-free: random_mobilenetv2's tokens are ~1e-9 (its flax initialisation shrinks
+      # the activations layer by layer), below any LayerNorm epsilon; the probe asks what the
+      # features tell, not how large they are.
+      x = tokens.reshape(tokens.shape[0], -1).astype(jnp.float32)
+      x = x / (jnp.sqrt(jnp.mean(jnp.square(x), -1, keepdims=True)) + 1e-30)
+      x = nn.relu(nn.Dense(self.hidden)(nn.LayerNorm()(x)))
     category = frames["category"]
     if self.labels == "all":
       logits = nn.Dense(self.num_categories)(x)
