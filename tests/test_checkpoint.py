@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vcbench.checkpoint import Checkpointer
+from vcbench.errors import CheckpointError
 
 
 def _state(seed=0):
@@ -54,6 +55,17 @@ def test_round_trip_with_target_is_exact(tmp_path):
     _assert_trees_equal(restored, state)
     assert isinstance(restored["hist"], tuple)
     assert ckpt.metadata() == {"config_hash": "abc", "loss": 0.5}
+
+
+def test_a_state_of_another_shape_is_refused_by_name(tmp_path):
+  # A run resumed by code whose state gained a field (e.g. a new env-state leaf).
+  state = _state()
+  with Checkpointer(tmp_path / "ckpt") as ckpt:
+    ckpt.save(3, state)
+    grown = {**state, "extra": jnp.zeros(2)}
+    with pytest.raises(CheckpointError, match=r"ckpt/3: the saved state does not fit.*extra.*"
+                       r"delete .*ckpt to start this run over"):
+      ckpt.restore(target=grown)
 
 
 def test_round_trip_without_target_keeps_values_and_keys(tmp_path):

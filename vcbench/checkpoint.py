@@ -32,6 +32,7 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from vcbench import files
+from vcbench.errors import CheckpointError
 
 _STATE = "state"
 _METADATA = "metadata"
@@ -127,6 +128,8 @@ class Checkpointer:
 
     Raises:
       FileNotFoundError: no checkpoint (or not `step`) in the directory.
+      CheckpointError: the saved tree is not shaped like `target` (e.g. written by a version of
+        the code whose state had other fields).
     """
     step = self._resolve_step(step)
     if target is None:
@@ -134,7 +137,16 @@ class Checkpointer:
     else:
       restore_args = ocp.args.StandardRestore(_abstract(target))
     self.wait()
-    restored = self._manager.restore(step, args=ocp.args.Composite(**{_STATE: restore_args}))
+    try:
+      restored = self._manager.restore(step, args=ocp.args.Composite(**{_STATE: restore_args}))
+    except ValueError as e:
+      if "Structure mismatch" not in str(e) and "tree structure" not in str(e).lower():
+        raise
+      raise CheckpointError(
+          f"{self.directory / str(step)}: the saved state does not fit the one this code "
+          f"builds (it was written by another version of the code or config): "
+          f"{_first_line(e)} Run the version that wrote it, or delete {self.directory} to "
+          "start this run over.") from e
     return restored[_STATE]
 
   def metadata(self, step: int | None = None) -> dict[str, Any] | None:
@@ -193,3 +205,10 @@ def _abstract(target: Any) -> Any:
       return jax.ShapeDtypeStruct(x.shape, x.dtype)
     return x
   return jax.tree_util.tree_map(leaf, target)
+
+
+def _first_line(e: Exception, limit: int = 400) -> str:
+  """Orbax's mismatch message on one line, without its key dump and its advice (which is about
+  orbax's API, not about what the user should do)."""
+  text = " ".join(str(e).split(" Metadata keys:")[0].split("If this mismatch")[0].split())
+  return text if len(text) <= limit else text[:limit] + "..."
