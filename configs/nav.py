@@ -7,8 +7,11 @@ split chooses the checkpoint (validated after every chunk), the test split is re
         # variant pointnav_rgbd_il); 1.64M + 1.23M steps, 51 + 48 min on 2 shared CPU cores
   python -m launch.main --config configs/nav.py:pointnav_rgb     # its RGB agent, the same way
   python -m launch.main --config configs/nav.py:pointnav_depth   # depth 32x32, PPO; ~60 min
-  python -m launch.main --config configs/nav.py:objectnav_il     # RGB-D 64x64, DAgger on the
-        # exploring teacher (it searches until it has seen the goal), 1.6M steps
+  python -m launch.main --config configs/nav.py:objectnav_il     # RGB-D 64x64 + odometry, DAgger
+        # on the exploring teacher (it searches until it has seen the goal) with recognition
+        # heads, 1.64M steps, ~100 min on 2 shared cores (test SR 19.7)
+  python -m launch.main --config configs/nav.py:objectnav        # its second stage (80% of the
+        # executed actions its own, lr 5e-4), 1.64M more steps
   python -m launch.main --config configs/nav.py:imagenav_il      # RGB + goal image, the same
   python -m launch.main --config configs/nav.py:objectnav_bc     # RGB-D 32x32, imitation of the
         # shortest-path expert, 0.6M steps
@@ -23,8 +26,10 @@ Objects are category sprites and the policy embeds the goal vector; `--config.ob
 Variants (`:arg`): pointnav_depth (default: `vcbench.jobs.nav.default_config`), pointnav_rgb,
 pointnav_rgbd (the shipped agents, `vcbench/benchmarks/nav_agents/`), pointnav_rgb_ppo32 and
 pointnav_rgbd_ppo32 (the earlier RobustNav agents: PPO from scratch on 32x32 frames),
-objectnav_il, imagenav_il, objectnav_bc, imagenav, tiny and tiny_rgbd (seconds-scale smoke runs for the tests). Training runs in checkpointed chunks under <workdir>/<variant>/train and resumes after a
-kill; the evaluation cell is skipped when the result store already has it for this config.
+objectnav_il, objectnav (its second stage), imagenav_il, objectnav_bc, imagenav, tiny and
+tiny_rgbd (seconds-scale smoke runs for the tests). Training runs in checkpointed chunks under
+<workdir>/<variant>/train and resumes after a kill; the evaluation cell is skipped when the
+result store already has it for this config.
 """
 from vcbench import config as config_lib
 from vcbench.envs.nav import env as nav_env
@@ -32,7 +37,7 @@ from vcbench.jobs import nav
 
 VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "pointnav_rgb_il", "pointnav_rgbd_il",
             "pointnav_rgb_ppo32", "pointnav_rgbd_ppo32", "objectnav_bc", "objectnav_il",
-            "imagenav_il", "imagenav", "tiny", "tiny_rgbd")
+            "objectnav", "imagenav_il", "imagenav", "tiny", "tiny_rgbd")
 
 
 def _imitation_64(c):
@@ -71,7 +76,7 @@ def get_config(arg=None):
       # out of range, get the expert's correction), at a lower lr, from the first stage.
       c.init_from = f"configs/nav.py:{arg}_il"
       c.bc.learner_mix, c.bc.lr, c.bc.num_updates = 0.8, 5e-4, 300
-  elif arg in ("objectnav_il", "imagenav_il"):
+  elif arg in ("objectnav_il", "imagenav_il", "objectnav"):
     # DAgger on the exploring teacher: it searches until it has seen the goal, as a policy
     # without a map must.
     c.task = arg.removesuffix("_il")
@@ -83,6 +88,9 @@ def get_config(arg=None):
     if c.task == "objectnav":   # learn to recognise the goal: is it in view? which categories are?
       c.policy.aux_goal_visible, c.bc.aux_coef = True, 0.5
       c.policy.aux_categories = nav_env.NUM_CATEGORIES
+    if arg == "objectnav":   # a second stage, as PointNav's: more of its own mistakes corrected
+      c.init_from = "configs/nav.py:objectnav_il"
+      c.bc.learner_mix, c.bc.lr = 0.8, 5e-4
   elif arg == "objectnav_bc":
     c.task, c.algo, c.sensors = "objectnav", "bc", ("rgb", "depth")
     c.bc.num_envs, c.bc.rollout_len, c.bc.num_updates = 32, 64, 300   # 0.6M expert steps

@@ -99,6 +99,8 @@ GOLDEN = {
         "491018ccff97dc168e480805d5f93f7b147ca231da63650f75a6ea026fc770b8",
     "nav:objectnav_il":
         "d096b15a51ae7cdb9306bc2ce4ca28275899d6053f348289807336688b2b42ae",
+    "nav:objectnav":
+        "72b09a3a92603bb7e49b78211f46dd3aea47a35ece8233634e45ffcdb1c5370d",
     "nav:imagenav_il":
         "bc712edd93bff14c8380bdd5ade0e9a642705367ebbb6f1949c473292ca14259",
     "nav:pointnav_depth":
