@@ -9,7 +9,7 @@ split chooses the checkpoint (validated after every chunk), the test split is re
   python -m launch.main --config configs/nav.py:pointnav_depth   # depth 32x32, PPO; ~60 min
   python -m launch.main --config configs/nav.py:objectnav_il     # RGB-D 64x64 + odometry, DAgger
         # on the exploring teacher (it searches until it has seen the goal) with recognition
-        # heads, 1.64M steps, ~100 min on 2 shared cores (test SR 19.7)
+        # heads, 1.64M steps, 93 min on 2 shared cores (test SR 19.7)
   python -m launch.main --config configs/nav.py:objectnav        # its second stage (80% of the
         # executed actions its own, lr 5e-4), 1.64M more steps
   python -m launch.main --config configs/nav.py:imagenav_il      # RGB + goal image, the same

@@ -60,5 +60,6 @@ def main(argv):
     nr.fit(train, labels, steps=_STEPS.value, seed=_SEED.value, tokens=tok_train,
            every=_EVERY.value, on_every=report)
 
+
 if __name__ == "__main__":
   cli.run(main)

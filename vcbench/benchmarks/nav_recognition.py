@@ -136,10 +136,11 @@ def scores(model, params, frames: dict, tokens: Optional[np.ndarray] = None,
            batch: int = 512) -> dict[str, float]:
   """Held-out goal-in-view figures: accuracy, the accuracy of always saying 'not in view',
   recall (of all goals in view and of those >= LARGE pixels) and the false-positive rate."""
-  apply = jax.jit(lambda f, t: model.apply(params, f, t)[0])
+  # params are an argument, not constants folded into the compiled program.
+  apply = jax.jit(lambda p, f, t: model.apply(p, f, t)[0])
   n = len(frames["category"])
   logits = np.concatenate([np.asarray(apply(
-      jax.tree.map(lambda x: x[i:i + batch], frames),
+      params, jax.tree.map(lambda x: x[i:i + batch], frames),
       None if tokens is None else tokens[i:i + batch])) for i in range(0, n, batch)])
   said = logits > 0
   seen = np.take_along_axis(frames["visible"], frames["category"][:, None], 1)[:, 0]
