@@ -68,6 +68,23 @@ def test_a_state_of_another_shape_is_refused_by_name(tmp_path):
       ckpt.restore(target=grown)
 
 
+def test_a_state_with_other_shapes_or_fewer_leaves_is_refused_with_the_diff(tmp_path):
+  # Orbax itself would restore a leaf of another shape (it pads or truncates) and would name a
+  # missing leaf only by its structure dump.
+  state = _state()
+  key = sorted(k for k in state if hasattr(state[k], "shape"))[0]
+  with Checkpointer(tmp_path / "ckpt") as ckpt:
+    ckpt.save(1, state)
+    wider = {**state, key: jnp.zeros(tuple(state[key].shape) + (2,))}
+    with pytest.raises(CheckpointError, match=rf"shapes differ \(saved vs expected\): {key} "):
+      ckpt.restore(target=wider)
+    fewer = {k: v for k, v in state.items() if k != key}
+    with pytest.raises(CheckpointError, match=rf"in the checkpoint but not in this code's state: "
+                       rf"{key}"):
+      ckpt.restore(target=fewer)
+    _assert_trees_equal(ckpt.restore(target=state), state)
+
+
 def test_round_trip_without_target_keeps_values_and_keys(tmp_path):
   state = _state(3)
   with Checkpointer(tmp_path / "ckpt") as ckpt:

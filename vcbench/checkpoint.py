@@ -57,6 +57,10 @@ class Checkpointer:
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+        # Named up front so that a fresh manager can read a saved state's tree (restore's check
+        # against the target) before anything is restored.
+        item_handlers={_STATE: ocp.StandardCheckpointHandler(),
+                       _METADATA: ocp.JsonCheckpointHandler()},
     )
 
   def __repr__(self) -> str:
@@ -135,18 +139,16 @@ class Checkpointer:
     if target is None:
       restore_args = ocp.args.StandardRestore()
     else:
-      restore_args = ocp.args.StandardRestore(_abstract(target))
+      target = _abstract(target)
+      self.wait()
+      if diff := _structure_diff(self._manager.item_metadata(step)[_STATE], target):
+        raise CheckpointError(
+            f"{self.directory / str(step)}: the saved state does not fit the one this code "
+            f"builds (it was written by another version of the code or config): {diff}. Run "
+            f"the version that wrote it, or delete {self.directory} to start this run over.")
+      restore_args = ocp.args.StandardRestore(target)
     self.wait()
-    try:
-      restored = self._manager.restore(step, args=ocp.args.Composite(**{_STATE: restore_args}))
-    except ValueError as e:
-      if "Structure mismatch" not in str(e) and "tree structure" not in str(e).lower():
-        raise
-      raise CheckpointError(
-          f"{self.directory / str(step)}: the saved state does not fit the one this code "
-          f"builds (it was written by another version of the code or config): "
-          f"{_first_line(e)} Run the version that wrote it, or delete {self.directory} to "
-          "start this run over.") from e
+    restored = self._manager.restore(step, args=ocp.args.Composite(**{_STATE: restore_args}))
     return restored[_STATE]
 
   def metadata(self, step: int | None = None) -> dict[str, Any] | None:
@@ -207,8 +209,36 @@ def _abstract(target: Any) -> Any:
   return jax.tree_util.tree_map(leaf, target)
 
 
-def _first_line(e: Exception, limit: int = 400) -> str:
-  """Orbax's mismatch message on one line, without its key dump and its advice (which is about
-  orbax's API, not about what the user should do)."""
-  text = " ".join(str(e).split(" Metadata keys:")[0].split("If this mismatch")[0].split())
-  return text if len(text) <= limit else text[:limit] + "..."
+def _leaf_shapes(tree: Any) -> dict[str, tuple]:
+  """{'a/b/0': shape} of a pytree's array leaves, with the same key names for a target (fields,
+  tuple indices) and orbax's metadata of it (dicts, lists)."""
+  def name(k):
+    for attr in ("key", "name", "idx"):
+      if hasattr(k, attr):
+        return str(getattr(k, attr))
+    return str(k)
+  def shape(leaf):
+    if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key):
+      leaf = jax.eval_shape(jax.random.key_data, leaf)   # saved as its raw data
+    return tuple(getattr(leaf, "shape", ()))
+  return {"/".join(name(k) for k in path): shape(leaf)
+          for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _structure_diff(saved: Any, target: Any, show: int = 5) -> str:
+  """What differs between a saved tree's metadata and a restore target ('' when nothing):
+  leaves only one side has, and leaves whose shapes differ, named by path."""
+  have, want = _leaf_shapes(saved), _leaf_shapes(target)
+  def some(names):
+    names = sorted(names)
+    return ", ".join(names[:show]) + (f" and {len(names) - show} more" if len(names) > show
+                                      else "")
+  parts = []
+  if missing := set(want) - set(have):
+    parts.append(f"not in the checkpoint: {some(missing)}")
+  if extra := set(have) - set(want):
+    parts.append(f"in the checkpoint but not in this code's state: {some(extra)}")
+  if reshaped := [k for k in set(have) & set(want) if have[k] != want[k]]:
+    parts.append("shapes differ (saved vs expected): " + some(
+        f"{k} {have[k]} vs {want[k]}" for k in reshaped))
+  return "; ".join(parts)

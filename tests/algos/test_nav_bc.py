@@ -114,6 +114,22 @@ def test_the_recognition_heads_learn_only_when_asked(objnav_rgb):
   assert min(heads[1.0]) > 1e-3 and max(heads[0.0]) == 0.0, heads
 
 
+def test_the_depth_head_of_an_rgb_policy_learns_the_clean_coarse_depth():
+  env = nav.make("pointnav", "train", num_scenes=4, num_episodes=64, height=16, width=16,
+                 sensors=("rgb",))
+  c = small_config(num_updates=30, aux_coef=1.0)
+  c.policy.aux_depth = 4
+  trainer = nav_bc.make_train(c, env)
+  # A sigmoid per cell of the 4x4 grid, on the frame's features (the CNN's, hidden 32).
+  assert jax.device_get(trainer.init(jax.random.key(0)).params)["aux_depth"]["kernel"].shape == (
+      32, 16)
+  _, m = trainer.train(jax.random.key(0))
+  loss, mae = np.asarray(m["aux_depth_loss"]), np.asarray(m["aux_depth_mae"])
+  # Summed over the 16 cells: from an untrained guess (~0.5 per cell) to well below it.
+  assert loss[0] > 0.5 and loss[-5:].mean() < 0.5 * loss[0], loss
+  assert mae[-5:].mean() < 0.1, mae
+
+
 def test_bad_configs_are_named(env):
   with pytest.raises(ConfigError, match="expert_noise"):
     nav_bc.make_train(small_config(expert_noise=1.5), env)
@@ -127,7 +143,7 @@ def test_bad_configs_are_named(env):
     nav_bc.make_train(c, env)
   with pytest.raises(ConfigError, match="'oracle' in config.teacher"):
     nav_bc.make_train(small_config(teacher="oracle"), env)
-  with pytest.raises(ConfigError, match="aux_goal_visible and aux_categories are off"):
+  with pytest.raises(ConfigError, match="aux_goal_visible, aux_categories and aux_depth are off"):
     nav_bc.make_train(small_config(aux_coef=1.0), env)
   with pytest.raises(ConfigError, match="aux_categories = 3: the env labels 6"):
     c = small_config()

@@ -97,8 +97,10 @@ def test_init_from_trains_the_start_run_first_and_starts_from_its_best_params(tm
     ({"sensors": ("lidar",)}, "sensors"),
     ({"hfov": 200.0}, "hfov"),
     ({"algo": "bc", "bc.aux_coef": 0.5, "policy.aux_categories": 6},
-     "aux_coef = 0.5 trains recognition heads on ObjectNav's in-view labels, but "
-     "config.task = 'pointnav' has none"),
+     "aux_goal_visible / aux_categories are recognition heads trained on ObjectNav's in-view "
+     "labels, but config.task = 'pointnav' has none"),
+    ({"algo": "bc", "bc.aux_coef": 0.5, "policy.aux_depth": 3},
+     "aux_depth = 3: the 16x16 frame must split into that many blocks per side"),
 ])
 def test_bad_configs_are_refused_before_work(override, message):
   config = nav_config.get_config("tiny")

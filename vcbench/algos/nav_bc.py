@@ -65,9 +65,10 @@ def default_config() -> ml_collections.ConfigDict:
   # steps that decide between END and one more move, where imitated agents fail most.
   c.near_goal_weight = 0.0
   c.near_goal_radius = 0.5     # metres
-  # Weight of the binary cross-entropies teaching the policy's recognition heads, beside the
-  # imitation loss (ObjectNav; labels from the env's semantic frame): `aux_goal_visible`'s
-  # (is the goal in view?) and `aux_categories`' (which categories are; summed over them).
+  # Weight of the auxiliary losses, beside the imitation loss: the binary cross-entropies of
+  # the policy's recognition heads (ObjectNav; labels from the env's semantic frame),
+  # `aux_goal_visible`'s (is the goal in view?) and `aux_categories`' (which categories are;
+  # summed over them), and `aux_depth`'s squared error (summed over the grid's cells).
   c.aux_coef = 0.0
   c.log_every = 10
   c.policy = recurrent.policy_config()
@@ -96,10 +97,10 @@ def check_config(config, num_devices: int = 1) -> None:
   for key in ("critic.coef", "near_goal_weight", "near_goal_radius", "aux_coef"):
     require(config, key, lambda v: v >= 0, "a number >= 0")
   p = config.policy
-  if config.aux_coef and not (p.aux_goal_visible or p.aux_categories):
-    raise ConfigError(f"config.aux_coef = {config.aux_coef} trains the recognition heads, but "
-                      "config.policy.aux_goal_visible and aux_categories are off (the policy "
-                      "has none)")
+  if config.aux_coef and not (p.aux_goal_visible or p.aux_categories or p.aux_depth):
+    raise ConfigError(f"config.aux_coef = {config.aux_coef} trains the auxiliary heads, but "
+                      "config.policy.aux_goal_visible, aux_categories and aux_depth are off "
+                      "(the policy has none)")
   if p.aux_categories not in (0, nav_env.NUM_CATEGORIES):
     raise ConfigError(f"config.policy.aux_categories = {p.aux_categories}: the env labels "
                       f"{nav_env.NUM_CATEGORIES} object categories (0: no head)")
@@ -140,11 +141,13 @@ class BC:
       own = jax.random.categorical(k_policy, logits).astype(jnp.int32)
       action = jnp.where(u < c.expert_noise, random,
                          jnp.where(u < c.expert_noise + c.learner_mix, own, label))
-      record = lambda new: dict(obs=obs, prev_action=prev_action, start=start,
-                                label=label, done=new.done, reward=new.reward, value=value,
-                                near=_nav_sim(env_state).distance < c.near_goal_radius,
-                                goal_visible=_nav_sim(env_state).goal_visible,
-                                categories_visible=_nav_sim(env_state).categories_visible)
+      sim = _nav_sim(env_state)
+      labels = dict(near=sim.distance < c.near_goal_radius, goal_visible=sim.goal_visible,
+                    categories_visible=sim.categories_visible)
+      if c.policy.aux_depth:
+        labels["coarse_depth"] = jax.vmap(env.coarse_depth, (0, None))(sim, c.policy.aux_depth)
+      record = lambda new: dict(obs=obs, prev_action=prev_action, start=start, label=label,
+                                done=new.done, reward=new.reward, value=value, **labels)
       return rnn, action, record
 
     (env_state, carry, prev_action, start), traj, ep_metrics = t.rollout(
@@ -187,6 +190,12 @@ class BC:
         loss_k, stats["aux_categories_accuracy"] = _recognition(aux, traj["categories_visible"])
         stats["aux_categories_loss"] = loss_k * aux.shape[-1]   # summed over the categories
         total = total + t.config.aux_coef * stats["aux_categories_loss"]
+      if "coarse_depth" in heads:
+        (depth,) = heads["coarse_depth"]
+        error = depth - traj["coarse_depth"]
+        stats["aux_depth_loss"] = jnp.mean(jnp.sum(jnp.square(error), -1))
+        stats["aux_depth_mae"] = jnp.mean(jnp.abs(error))
+        total = total + t.config.aux_coef * stats["aux_depth_loss"]
     return total, stats
 
 

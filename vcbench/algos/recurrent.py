@@ -75,6 +75,8 @@ def policy_config() -> ml_collections.ConfigDict:
   p.aux_goal_visible = False    # a head predicting whether the goal is in view (ObjectNav).
   p.aux_categories = 0          # K > 0: a head predicting which of the K object categories
                                 # are in view, from the frame's features (ObjectNav: 6).
+  p.aux_depth = 0               # G > 0: a head predicting the frame's depth on a G x G grid
+                                # (RGB agents; the frame size must divide by G).
   p.num_object_categories = 7   # 'objectgoal' embedding rows (vcbench-nav: 0..6).
   p.ignore_obs = ()             # observation keys the policy does not see.
   return p
@@ -96,8 +98,9 @@ def check_policy(config) -> None:
           "an int >= 0")
   require(config, "policy.vector_fourier", lambda v: isinstance(v, int) and 0 <= v <= 16,
           "an int in [0, 16] (octaves)")
-  require(config, "policy.aux_categories", lambda v: isinstance(v, int) and v >= 0,
-          "an int >= 0 (object categories)")
+  for key, what in (("aux_categories", "object categories"), ("aux_depth", "grid side")):
+    require(config, f"policy.{key}", lambda v: isinstance(v, int) and v >= 0,
+            f"an int >= 0 ({what})")
   if config.policy.finetune_encoder and config.policy.encoder == "cnn":
     raise ConfigError("config.policy.finetune_encoder fine-tunes a zoo PVR, but "
                       "config.policy.encoder = 'cnn' is the SimpleCNN, which is always trained: "
@@ -173,7 +176,7 @@ class Trainer:
         compression_size=p.compression_size, use_prev_action=p.prev_action,
         visual_norm=p.visual_norm, embed_vectors=p.embed_vectors,
         vector_fourier=p.vector_fourier, aux_goal_visible=p.aux_goal_visible,
-        aux_categories=p.aux_categories, train_pvr=p.finetune_encoder,
+        aux_categories=p.aux_categories, aux_depth=p.aux_depth, train_pvr=p.finetune_encoder,
         pvr_chunk=p.encoder_chunk or None,
         pvr=None if encoder is None else nav_policy.pvr_tokens(encoder))
     # The loaded encoder's variables: the argument of every call when frozen; when fine-tuned,

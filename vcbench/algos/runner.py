@@ -68,7 +68,7 @@ ADDED_LATER = {"policy.finetune_encoder": False, "policy.encoder_lr": 1e-5,
                "near_goal_weight": 0.0, "near_goal_radius": 0.5, "policy.vector_fourier": 0,
                "bc.teacher": "expert", "teacher": "expert", "odometry": False,
                "policy.aux_goal_visible": False, "bc.aux_coef": 0.0, "aux_coef": 0.0,
-               "policy.aux_categories": 0}
+               "policy.aux_categories": 0, "policy.aux_depth": 0}
 
 
 def with_added_later(config, template):

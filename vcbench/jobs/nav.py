@@ -101,10 +101,16 @@ def validate(config) -> None:
   nav_bench.LEARNERS.get(config.algo).check_config(nav_bench.algo_config(config),
                                                    jax.device_count())
   nav_render.Camera(height=config.height, width=config.width, hfov=config.hfov)
-  if config.algo == "bc" and config.bc.aux_coef and config.task != "objectnav":
+  p = config.policy
+  if (config.algo == "bc" and config.task != "objectnav"
+      and (p.aux_goal_visible or p.aux_categories)):
     raise config_lib.ConfigError(
-        f"config.bc.aux_coef = {config.bc.aux_coef} trains recognition heads on ObjectNav's "
-        f"in-view labels, but config.task = {config.task!r} has none")
+        "config.policy.aux_goal_visible / aux_categories are recognition heads trained on "
+        f"ObjectNav's in-view labels, but config.task = {config.task!r} has none")
+  if p.aux_depth and (config.height % p.aux_depth or config.width % p.aux_depth):
+    raise config_lib.ConfigError(
+        f"config.policy.aux_depth = {p.aux_depth}: the {config.height}x{config.width} frame "
+        "must split into that many blocks per side")
   if config.init_from:
     validate(start_config(config))
 

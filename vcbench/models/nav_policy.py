@@ -216,6 +216,10 @@ class NavPolicy(nn.Module):
       logit per object category (is it in view?), sown as
       intermediates['categories_visible_logits'] [T, B, K]. Every frame labels every category,
       so it gives the encoder K times the recognition signal of the goal head.
+    aux_depth: G > 0: also a linear head on the current frame's visual features predicting
+      its depth averaged over a G x G grid (sigmoid, [0, 1] as the 'depth' observation), sown
+      as intermediates['coarse_depth'] [T, B, G*G]: geometry for an RGB-only encoder, which
+      depth-prediction auxiliary losses give navigation agents (Mirowski et al. 2017).
   """
   num_actions: int
   hidden: int = 512
@@ -233,6 +237,7 @@ class NavPolicy(nn.Module):
   vector_fourier: int = 0
   aux_goal_visible: bool = False
   aux_categories: int = 0
+  aux_depth: int = 0
 
   def initial_carry(self, batch: int):
     return initial_carry(self.rnn, self.rnn_layers, self.hidden, batch)
@@ -261,12 +266,15 @@ class NavPolicy(nn.Module):
     if self.aux_goal_visible:
       self.sow("intermediates", "goal_visible_logit",
                nn.Dense(1, name="aux_goal_visible")(h)[..., 0])
-    if self.aux_categories:
+    for name, size, out, squash in (
+        ("aux_categories", self.aux_categories, "categories_visible_logits", None),
+        ("aux_depth", self.aux_depth ** 2, "coarse_depth", jax.nn.sigmoid)):
+      if not size:
+        continue
       if not frame:
-        raise ValueError("NavPolicy.aux_categories needs an rgb or depth observation")
-      self.sow("intermediates", "categories_visible_logits",
-               nn.Dense(self.aux_categories, name="aux_categories")(
-                   unflat(jnp.concatenate(frame, axis=-1))))
+        raise ValueError(f"NavPolicy.{name} needs an rgb or depth observation")
+      y = nn.Dense(size, name=name)(unflat(jnp.concatenate(frame, axis=-1)))
+      self.sow("intermediates", out, y if squash is None else squash(y))
     return carry, logits, value
 
   def step(self, obs, carry, prev_action, start, frozen=None):

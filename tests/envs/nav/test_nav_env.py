@@ -282,3 +282,16 @@ def test_the_categories_in_view_are_those_of_the_semantic_frame(heading):
   assert bool(sim.goal_visible) == brute[chair - 1] == (heading < 0)   # facing the chair or not
   pointnav = make_env(one_episode([1.0, 1.9], heading, [2.5, 2.5]), sensors=("rgb",))
   assert not np.asarray(pointnav.reset_to(0).sim.categories_visible).any()   # no labels there
+
+
+def test_the_coarse_depth_label_is_the_depth_observation_averaged_over_blocks():
+  # Facing the wall of the depth test: every block of the upper rows sees the 0.875 m wall.
+  episode = one_episode([1.125, 1.875], math.pi, [2.5, 2.5])
+  rgb_only, rgbd = make_env(episode, sensors=("rgb",)), make_env(episode, sensors=("rgb", "depth"))
+  depth = np.asarray(rgbd.reset_to(0).obs["depth"])[..., 0]   # [24, 32], in [0, 1]
+  label = np.asarray(rgb_only.coarse_depth(rgb_only.reset_to(0).sim, 4)).reshape(4, 4)
+  brute = depth.reshape(4, 6, 4, 8).mean((1, 3))
+  np.testing.assert_allclose(label, brute, atol=1e-6)
+  assert 0.0 < label.min() and label.max() <= 1.0
+  with pytest.raises(ValueError, match="24x32 frame does not split into 5x5 blocks"):
+    rgb_only.coarse_depth(rgb_only.reset_to(0).sim, 5)

@@ -212,6 +212,19 @@ class NavEnv:
       return self.near_goal(sim) & sim.goal_visible
     return self.near_goal(sim)
 
+  def coarse_depth(self, sim: NavSim, cells: int) -> jax.Array:
+    """float32 [cells * cells]: the clean depth of the current view ([0, 1] as the 'depth'
+    observation) averaged over a cells x cells grid of blocks, row-major; rendered whatever
+    the sensors (the label of an RGB policy's depth head, `NavPolicy.aux_depth`)."""
+    e = self.episode(sim)
+    depth = rd.render(self.scene(e.scene), self.atlas, sim.pos, sim.heading, self.camera,
+                      ("depth",))["depth"][..., 0] / self.camera.max_depth
+    h, w = depth.shape
+    if h % cells or w % cells:
+      raise ValueError(f"coarse_depth: a {h}x{w} frame does not split into {cells}x{cells} "
+                       "blocks")
+    return depth.reshape(cells, h // cells, cells, w // cells).mean((1, 3)).reshape(-1)
+
   def _metrics(self, sim: NavSim, success, distance, stopped=None) -> dict[str, jax.Array]:
     e = self.episode(sim)
     f32 = lambda x: jnp.asarray(x, jnp.float32)
