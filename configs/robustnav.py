@@ -5,7 +5,9 @@ within the calibration budget, and training with data augmentation.
 
   python -m launch.main --config configs/robustnav.py            # the full protocol: Table 2,
         # the severity sweep and Table 3 (9 adaptations of 166k steps + one augmented
-        # training of 410k); not timed end to end with the 64x64 agents yet
+        # training of 410k); not timed end to end with the 64x64 agents. Table 3 alone
+        # (its 4 reference cells + 9 adaptations, `--config.sweep=False --config.only=...`) took
+        # 2 h on 2 CPU cores shared with a training and tests; the augmented training 30 min
   python -m launch.main --config configs/robustnav.py:table2     # Table 2 only: 38 cells of
         # 500 episodes, 80 min on 2 CPU cores shared with two trainings (spatter 5-9 min each)
   python -m launch.main --config configs/robustnav.py:tiny       # seconds-scale smoke run
