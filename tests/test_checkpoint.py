@@ -69,8 +69,8 @@ def test_a_state_of_another_shape_is_refused_by_name(tmp_path):
 
 
 def test_a_state_with_other_shapes_or_fewer_leaves_is_refused_with_the_diff(tmp_path):
-  # Orbax itself would restore a leaf of another shape (it pads or truncates) and would name a
-  # missing leaf only by its structure dump.
+  # Orbax itself raises its own ValueError for a leaf of another shape and names a missing
+  # leaf only in its structure dump; the run's directory and the leaves are named here.
   state = _state()
   key = sorted(k for k in state if hasattr(state[k], "shape"))[0]
   with Checkpointer(tmp_path / "ckpt") as ckpt:

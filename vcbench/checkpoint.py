@@ -136,18 +136,17 @@ class Checkpointer:
         the code whose state had other fields).
     """
     step = self._resolve_step(step)
+    self.wait()
     if target is None:
       restore_args = ocp.args.StandardRestore()
     else:
       target = _abstract(target)
-      self.wait()
       if diff := _structure_diff(self._manager.item_metadata(step)[_STATE], target):
         raise CheckpointError(
             f"{self.directory / str(step)}: the saved state does not fit the one this code "
             f"builds (it was written by another version of the code or config): {diff}. Run "
             f"the version that wrote it, or delete {self.directory} to start this run over.")
       restore_args = ocp.args.StandardRestore(target)
-    self.wait()
     restored = self._manager.restore(step, args=ocp.args.Composite(**{_STATE: restore_args}))
     return restored[_STATE]
 

@@ -266,14 +266,15 @@ class NavPolicy(nn.Module):
     if self.aux_goal_visible:
       self.sow("intermediates", "goal_visible_logit",
                nn.Dense(1, name="aux_goal_visible")(h)[..., 0])
+    frame = unflat(jnp.concatenate(frame, axis=-1)) if frame else None
     for name, size, out, squash in (
         ("aux_categories", self.aux_categories, "categories_visible_logits", None),
         ("aux_depth", self.aux_depth ** 2, "coarse_depth", jax.nn.sigmoid)):
       if not size:
         continue
-      if not frame:
+      if frame is None:
         raise ValueError(f"NavPolicy.{name} needs an rgb or depth observation")
-      y = nn.Dense(size, name=name)(unflat(jnp.concatenate(frame, axis=-1)))
+      y = nn.Dense(size, name=name)(frame)
       self.sow("intermediates", out, y if squash is None else squash(y))
     return carry, logits, value
 
