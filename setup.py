@@ -52,6 +52,8 @@ EXTRAS = {
         "open-clip-torch>=3.0",
         "transformers>=5,<6",   # The Flax RoBERTa's parity reference (models/roberta.py).
     ],
+    # Sweeps across processes and hosts (launch/sweep.py): Ray, and submitit for Slurm.
+    "sweep": ["ray>=2.60,<3", "submitit>=1.5"],
     # G-VUE (configs/gvue.py): the easy-VQA dataset ships its images and questions in its wheel;
     # `tokenizers` reads a user's RoBERTa vocabulary for the "roberta:<dir>" text encoder.
     "gvue": ["easy-vqa==1.0", "tokenizers>=0.22"],

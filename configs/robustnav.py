@@ -16,7 +16,7 @@ within the calibration budget, and training with data augmentation.
 The agents are the shipped ones (`vcbench/benchmarks/nav_agents/`, evaluated without
 training), or with `--config.agents_from=train` configs/nav.py variants trained under
 `nav_workdir` (their best-on-val checkpoint is used); cells use 500 episodes of the 15 test
-apartments (`--config.split=val` for the val ones); `--config.extra='("fog:3",)'` adds conditions of any registered corruption. Every evaluated cell is one result-store record; a re-run skips the cells
+apartments (`--config.split=val` for the val ones); `--config.extra='("camera_crack:3",)'` adds conditions of any registered corruption. Every evaluated cell is one result-store record; a re-run skips the cells
 already stored and reuses adapted params saved under <workdir>/adapt.
 """
 from vcbench import config as config_lib

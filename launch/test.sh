@@ -6,6 +6,6 @@
 # On 2 cores: 12-13 min with two workers, 15-18 min serially (README). VCBENCH_TEST_WORKERS=0
 # runs it serially (xdist's -n 0).
 set -euo pipefail
-VCBENCH_EXTRAS="${VCBENCH_EXTRAS:-mujoco,adroit,trifinger,gvue,analysis,parity,tensorboard,test}"
+VCBENCH_EXTRAS="${VCBENCH_EXTRAS:-mujoco,adroit,trifinger,gvue,analysis,parity,tensorboard,sweep,test}"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 python -m pytest -n "${VCBENCH_TEST_WORKERS:-auto}" --maxprocesses=4 "$@"

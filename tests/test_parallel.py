@@ -1,10 +1,13 @@
-"""Data parallelism: PPO sharded over 4 (forced host) devices trains exactly like 1 device.
+"""Data parallelism: PPO sharded over 4 (forced host) devices, in one process or in two
+processes of 2 devices each (`vcbench.distributed`, gloo collectives on localhost), trains
+exactly like 1 device.
 
-The device count is fixed when JAX starts, so each run is its own process with
-XLA_FLAGS=--xla_force_host_platform_device_count=N set before jax is imported.
+The device count is fixed when JAX starts, so each run is its own process, its device count
+set before jax is initialised.
 """
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 import types
@@ -14,18 +17,23 @@ import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
-# Runs a short PPO training on the toy nav env and saves its params and metrics.
+# Runs a short PPO training on the toy nav env and saves its params and metrics; the runs of
+# several processes share the checkpoint directory.
 SCRIPT = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
 import jax
 import numpy as np
-from toy_nav_env import make_env
-from vcbench import parallel
-from vcbench.algos import ppo
+from vcbench import distributed, parallel
 
-devices = int(sys.argv[3])
-assert jax.device_count() == devices, jax.devices()
+out, devices, coordinator, processes, rank = sys.argv[2], int(sys.argv[3]), *sys.argv[4:7]
+processes, rank = int(processes), int(rank)
+distributed.initialize(coordinator, processes if coordinator else None,
+                       rank if coordinator else None, cpu_devices=devices // processes)
+
+from toy_nav_env import make_env  # Builds arrays: after the devices are set.
+from vcbench.algos import ppo, runner
+assert jax.device_count() == devices and jax.process_count() == processes, jax.devices()
 config = ppo.default_config()
 config.num_envs, config.rollout_len, config.num_updates = 8, 8, 3
 config.num_minibatches, config.update_epochs, config.log_every = 2, 2, 0
@@ -40,43 +48,61 @@ for leaf in jax.tree.leaves((state.env_state, state.carry, state.start)):
   assert leaf.addressable_shards[0].data.shape[0] == 8 // devices, leaf.sharding
 for leaf in jax.tree.leaves(state.params):
   assert leaf.sharding.is_fully_replicated, leaf.sharding
-state, metrics = trainer.train_chunk(state, config.num_updates)
+# Through the runner: chunks of 2 and 1 updates, orbax checkpoints of the sharded state
+# (written collectively by every process), then a resume that restores the last one.
+workdir = out[:-len(".npz")]
+state, metrics = runner.run(trainer, workdir, 2)
+resumed, again = runner.run(trainer, workdir, 2)
+assert runner.updates_done(workdir) == 3 and len(metrics["policy_loss"]) == 3
+for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(resumed.params)):
+  assert np.array_equal(np.asarray(a), np.asarray(b))
 assert state.env_state.obs["rgb"].sharding.spec == parallel.batch_sharding(
     parallel.data_mesh()).spec
 assert len(state.env_state.obs["rgb"].sharding.device_set) == devices
 
 flat = {jax.tree_util.keystr(path): np.asarray(leaf)
         for path, leaf in jax.tree_util.tree_flatten_with_path(state.params)[0]}
-np.savez(sys.argv[2], **flat, **{"metric/" + k: np.asarray(v) for k, v in metrics.items()})
+if distributed.is_main():
+  np.savez(out, **flat, **{"metric/" + k: np.asarray(v) for k, v in metrics.items()})
 print("ok", devices)
 """
 
 
-def _start(tmp_path, devices: int) -> tuple[subprocess.Popen, pathlib.Path]:
+def _start(tmp_path, devices: int, processes: int = 1, rank: int = 0,
+           coordinator: str = "") -> tuple[subprocess.Popen, pathlib.Path]:
   script = tmp_path / "run_ppo.py"
   script.write_text(SCRIPT)
-  out = tmp_path / f"devices{devices}.npz"
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-         "JAX_PLATFORMS": "cpu"}
+  out = tmp_path / f"devices{devices}-processes{processes}.npz"
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
   proc = subprocess.Popen([sys.executable, str(script), str(TESTS / "algos"), str(out),
-                           str(devices)], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+                           str(devices), coordinator, str(processes), str(rank)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   return proc, out
 
 
-def test_ppo_on_4_devices_matches_1_device(tmp_path):
-  runs = [_start(tmp_path, n) for n in (1, 4)]
-  results = []
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+def test_ppo_on_4_devices_in_one_or_two_processes_matches_1_device(tmp_path):
+  coordinator = f"localhost:{free_port()}"
+  runs = [_start(tmp_path, 1), _start(tmp_path, 4)] + [
+      _start(tmp_path, 4, 2, rank, coordinator) for rank in (0, 1)]
+  results = {}
   for proc, out in runs:
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-4000:]
-    assert stdout.strip().endswith("ok " + out.stem[len("devices"):])
-    results.append(np.load(out))
-  one, four = results
-  assert sorted(one.files) == sorted(four.files)
+    assert stdout.strip().endswith("ok " + out.stem.split("-")[0][len("devices"):])
+    results[out.stem] = np.load(out)
+  one = results["devices1-processes1"]
   assert any(k.startswith("metric/") for k in one.files)
-  for key in one.files:
-    np.testing.assert_allclose(four[key], one[key], rtol=1e-4, atol=1e-5, err_msg=key)
+  for name in ("devices4-processes1", "devices4-processes2"):
+    assert sorted(results[name].files) == sorted(one.files)
+    for key in one.files:
+      np.testing.assert_allclose(results[name][key], one[key], rtol=1e-4, atol=1e-5,
+                                 err_msg=f"{name}: {key}")
 
 
 def test_parallel_helpers_place_and_check():

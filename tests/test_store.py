@@ -322,3 +322,48 @@ def test_to_rows_latest_only(tmp_path):
   assert len(s.to_rows()) == 3
   latest = s.to_rows(latest_only=True)
   assert sorted(r["success"] for r in latest) == [0.5, 0.9]
+
+
+# --- One file per writer (hosts that must not share a file) -----------------------------------
+
+
+def test_writers_append_to_their_own_files_and_every_reader_merges_them_in_time_order(tmp_path):
+  path = tmp_path / "results.jsonl"
+  main, a, b = ResultStore(path), ResultStore(path, writer="host-a"), ResultStore(path, "host-b")
+  a.append(_cell(seed=0), "h", {"m": 0})
+  main.append(_cell(seed=1), "h", {"m": 1})
+  b.append(_cell(seed=2), "h", {"m": 2})
+  a.append(_cell(seed=3), "h", {"m": 3})
+  assert a.write_path == tmp_path / "results.jsonl.d" / "host-a.jsonl"
+  assert [len(f.read_text().splitlines()) for f in main.files()] == [1, 2, 1]
+  for reader in (main, a, b):
+    assert [r["cell"]["seed"] for r in reader.records()] == [0, 1, 2, 3]
+  assert main.pending([_cell(seed=s) for s in range(5)], "h") == [_cell(seed=4)]
+  b.append(_cell(seed=0), "h", {"m": 10})   # A re-evaluation elsewhere: the latest wins.
+  assert [r["m"] for r in main.to_rows(latest_only=True, seed=0)] == [10]
+
+
+def test_a_writer_file_caught_mid_append_hides_only_its_partial_line(tmp_path):
+  path = tmp_path / "results.jsonl"
+  w = ResultStore(path, writer="w1")
+  w.append(_cell(seed=0), "h", {"m": 0})
+  w.append(_cell(seed=1), "h", {"m": 1})
+  w.write_path.write_bytes(w.write_path.read_bytes()[:-25])  # What NFS can show mid-append.
+  with pytest.warns(RuntimeWarning, match=r"w1\.jsonl:2: skipping a truncated"):
+    assert [r["cell"]["seed"] for r in ResultStore(path).records()] == [0]
+
+
+def test_append_record_keeps_a_record_as_it_was_and_refuses_a_malformed_one(tmp_path):
+  src = ResultStore(tmp_path / "a.jsonl")
+  record = src.append(_cell(), "h", {"m": 1.5}, {"note": "x"})
+  dst = ResultStore(tmp_path / "b.jsonl")
+  dst.append_record(record)
+  assert dst.records() == [record]
+  with pytest.raises(ResultStoreError, match="append_record.*lacks keys"):
+    dst.append_record({"cell": _cell().to_dict(), "config_hash": "h"})
+
+
+@pytest.mark.parametrize("writer", ["", "a/b", "../x", "host a"])
+def test_a_writer_name_that_is_not_a_plain_file_name_is_refused(tmp_path, writer):
+  with pytest.raises(ValueError, match="writer"):
+    ResultStore(tmp_path / "r.jsonl", writer=writer)

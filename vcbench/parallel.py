@@ -9,8 +9,12 @@ A jitted function given such inputs (or `in_shardings` built from `batch_shardin
 holding the example, and reductions over the batch axis (loss means, hence gradients) become
 all-reduces, so the result is that of one device up to float summation order.
 `constrain_batch` pins intermediate values (rollout buffers, minibatches) to the same layout
-where propagation could otherwise pick another one. Single-host only: `shard_batch` and
-`replicate` place host (numpy) data, which multi-host runs would do per process.
+where propagation could otherwise pick another one.
+
+Multi-process runs (`vcbench.distributed`): the mesh spans every process's devices; each
+process passes `shard_batch` only its own part of the batch (`distributed.process_share` rows),
+from which the global array is assembled without copying across hosts; `replicate` takes a
+value that every process computed identically (same seed, same file).
 """
 from __future__ import annotations
 
@@ -47,21 +51,38 @@ def check_divisible(size: int, mesh: Mesh, what: str) -> None:
                      f"(it is split evenly over the '{DATA}' mesh axis)")
 
 
-def _batch_leaf_sharding(x, mesh: Mesh, axis: int) -> NamedSharding:
+def _local_part(x, mesh: Mesh, axis: int):
+  """The global array of which `x` is this process's part along `axis`."""
   if np.ndim(x) <= axis:
     raise ValueError(f"cannot shard axis {axis} of an array of shape {np.shape(x)}")
-  check_divisible(np.shape(x)[axis], mesh, f"batch axis {axis} of an array {np.shape(x)}")
-  return batch_sharding(mesh, axis)
+  local = len(mesh.local_devices)
+  if np.shape(x)[axis] % local:
+    raise ValueError(f"batch axis {axis} of an array {np.shape(x)} is not divisible by this "
+                     f"process's device count {local} (it is split evenly over the "
+                     f"'{DATA}' mesh axis)")
+  return jax.make_array_from_process_local_data(batch_sharding(mesh, axis), np.asarray(x))
 
 
 def shard_batch(tree: Any, mesh: Mesh, axis: int = 0) -> Any:
-  """Places every leaf of `tree` with its axis `axis` split over the devices."""
-  return jax.tree.map(lambda x: jax.device_put(x, _batch_leaf_sharding(x, mesh, axis)), tree)
+  """Places every leaf of `tree` with its axis `axis` split over the devices. With several
+  processes each passes its own part (its share of the rows, in process order); the result is
+  the global array."""
+  return jax.tree.map(lambda x: _local_part(x, mesh, axis), tree)
+
+
+def _replicate_leaf(x, sharding: NamedSharding):
+  if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    # A typed key cannot be placed on devices of other processes; its raw data can.
+    return jax.random.wrap_key_data(jax.device_put(jax.random.key_data(x), sharding),
+                                    impl=jax.random.key_impl(x))
+  return jax.device_put(x, sharding)
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
-  """Places every leaf of `tree` whole on every device."""
-  return jax.device_put(tree, replicated(mesh))
+  """Places every leaf of `tree` whole on every device (of every process: each must pass the
+  same value)."""
+  sharding = replicated(mesh)
+  return jax.tree.map(lambda x: _replicate_leaf(x, sharding), tree)
 
 
 def constrain_batch(tree: Any, mesh: Mesh, axis: int = 0) -> Any:

@@ -48,6 +48,7 @@ import math
 import numbers
 import os
 import pathlib
+import re
 import warnings
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -208,19 +209,96 @@ def _write_all(fd: int, data: bytes) -> None:
     view = view[n:]
 
 
+def record_line(record: Mapping[str, Any]) -> bytes:
+  """One record as the store writes it: one line of canonical JSON."""
+  return (json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
+          + "\n").encode("utf-8")
+
+
+_WRITER_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _read_bytes_locked(fd: int) -> bytes:
+  size, chunks, offset = os.fstat(fd).st_size, [], 0
+  while offset < size:  # pread may return less than asked for very large files.
+    chunk = os.pread(fd, size - offset, offset)
+    if not chunk:
+      break
+    chunks.append(chunk)
+    offset += len(chunk)
+  return b"".join(chunks)
+
+
+def _read_bytes(path: pathlib.Path) -> bytes:
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except FileNotFoundError:
+    return b""
+  try:
+    fcntl.flock(fd, fcntl.LOCK_SH)  # Never see a half-done append.
+    try:
+      return _read_bytes_locked(fd)
+    finally:
+      fcntl.flock(fd, fcntl.LOCK_UN)
+  finally:
+    os.close(fd)
+
+
+def _records_of(path: pathlib.Path) -> list[dict[str, Any]]:
+  """The records of one store file (see `ResultStore.records`)."""
+  lines = _read_bytes(path).split(b"\n")
+  complete, tail = lines[:-1], lines[-1]  # `tail` is b"" when the file ends with "\n".
+  out = [_parse_record(raw, f"{path}:{i}") for i, raw in enumerate(complete, start=1)
+         if raw.strip()]
+  if tail.strip():
+    record = _parse_record_or_none(tail)
+    if record is None:
+      warnings.warn(f"{path}:{len(complete) + 1}: skipping a truncated last record "
+                    f"({len(tail)} bytes, no final newline), likely left by a crash.",
+                    RuntimeWarning, stacklevel=3)
+    else:
+      out.append(record)
+  return out
+
+
 class ResultStore:
   """An append-only JSON-lines file of result records, safe for concurrent writers.
 
   Writers and readers coordinate with `flock` on the file itself (exclusive to append, shared to
   read), so it is safe across processes on one machine; on network file systems it is as safe as
-  their `flock` emulation.
+  their `flock` emulation. Across hosts, give each writer its own file instead:
+  `ResultStore(path, writer="host3-job17")` appends to `<path>.d/host3-job17.jsonl`, which no one
+  else writes, and every reader of `path` (with or without a writer) merges the main file and all
+  writer files, in time order. A reader never sees a half record (a partial last line, which a
+  reader on another host can catch mid-append, is skipped), and what a writer finished stays in
+  its own file whatever happens to the others.
   """
 
-  def __init__(self, path: str | os.PathLike[str]):
+  def __init__(self, path: str | os.PathLike[str], writer: str | None = None):
     self.path = pathlib.Path(path)
+    if writer is not None and not _WRITER_NAME.fullmatch(writer):
+      raise ValueError(f"ResultStore writer {writer!r}: expected letters, digits, '.', '_' or "
+                       "'-' (it names the file <store>.d/<writer>.jsonl)")
+    self.writer = writer
 
   def __repr__(self) -> str:
-    return f"ResultStore({str(self.path)!r})"
+    writer = f", writer={self.writer!r}" if self.writer else ""
+    return f"ResultStore({str(self.path)!r}{writer})"
+
+  @property
+  def writers_dir(self) -> pathlib.Path:
+    """Where the per-writer files live: `<path>.d/`."""
+    return self.path.with_name(self.path.name + ".d")
+
+  @property
+  def write_path(self) -> pathlib.Path:
+    """The file this store appends to: the main file, or this writer's own."""
+    return self.path if self.writer is None else self.writers_dir / f"{self.writer}.jsonl"
+
+  def files(self) -> list[pathlib.Path]:
+    """The files a reader merges: the main file, then every writer's, by name."""
+    return [self.path] + (sorted(self.writers_dir.glob("*.jsonl"))
+                          if self.writers_dir.is_dir() else [])
 
   # -- writing --------------------------------------------------------------------------------
 
@@ -241,18 +319,25 @@ class ResultStore:
     extra = _validate_extra(extra)
     if extra is not None:
       record["extra"] = extra
-    line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
-    self._append_line(line.encode("utf-8"))
+    self._append_line(record_line(record))
     return record
 
+  def append_record(self, record: Mapping[str, Any]) -> None:
+    """Appends a record read from another store as it is (its time and code version kept),
+    e.g. a sweep worker's; durable when this returns."""
+    line = record_line(record)
+    _parse_record(line, f"append_record to {self.write_path}")
+    self._append_line(line)
+
   def _append_line(self, data: bytes) -> None:
-    self.path.parent.mkdir(parents=True, exist_ok=True)
-    created = not self.path.exists()
-    fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    path = self.write_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
       fcntl.flock(fd, fcntl.LOCK_EX)
       try:
-        self._repair_tail(fd)
+        self._repair_tail(fd, path)
         _write_all(fd, data)  # one write: O_APPEND + the lock keep lines whole.
         os.fsync(fd)
       finally:
@@ -260,13 +345,14 @@ class ResultStore:
     finally:
       os.close(fd)
     if created:  # Make the new directory entry durable too.
-      dir_fd = os.open(self.path.parent, os.O_RDONLY)
+      dir_fd = os.open(path.parent, os.O_RDONLY)
       try:
         os.fsync(dir_fd)
       finally:
         os.close(dir_fd)
 
-  def _repair_tail(self, fd: int) -> None:
+  @staticmethod
+  def _repair_tail(fd: int, path: pathlib.Path) -> None:
     """Under the exclusive lock: terminate or drop a last line that a crashed writer left.
 
     Without this, our record would be glued onto the partial line and both would become one
@@ -275,66 +361,32 @@ class ResultStore:
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
       return  # The common case: one byte read.
-    data = self._read_bytes_locked(fd)  # Rare (after a crash): read it all.
+    data = _read_bytes_locked(fd)  # Rare (after a crash): read it all.
     cut = data.rfind(b"\n") + 1
     partial = data[cut:]
     lineno = data.count(b"\n", 0, cut) + 1
     if _parse_record_or_none(partial) is not None:
       _write_all(fd, b"\n")  # A whole record that only lost its newline: keep it.
       return
-    warnings.warn(f"{self.path}:{lineno}: dropping a truncated record ({size - cut} bytes) left "
+    warnings.warn(f"{path}:{lineno}: dropping a truncated record ({size - cut} bytes) left "
                   "by an interrupted write.", RuntimeWarning, stacklevel=4)
     os.ftruncate(fd, cut)
 
-  @staticmethod
-  def _read_bytes_locked(fd: int) -> bytes:
-    size, chunks, offset = os.fstat(fd).st_size, [], 0
-    while offset < size:  # pread may return less than asked for very large files.
-      chunk = os.pread(fd, size - offset, offset)
-      if not chunk:
-        break
-      chunks.append(chunk)
-      offset += len(chunk)
-    return b"".join(chunks)
-
   # -- reading --------------------------------------------------------------------------------
 
-  def _read_bytes(self) -> bytes:
-    try:
-      fd = os.open(self.path, os.O_RDONLY)
-    except FileNotFoundError:
-      return b""
-    try:
-      fcntl.flock(fd, fcntl.LOCK_SH)  # Never see a half-done append.
-      try:
-        return self._read_bytes_locked(fd)
-      finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-      os.close(fd)
-
   def records(self) -> list[dict[str, Any]]:
-    """All records in file order. A missing file is an empty store.
+    """All records: the main file's in file order, merged with the writer files' by time (a
+    stable sort, so one file's order is kept among equal times). A missing file is an empty
+    store.
 
     A truncated last line (a crash mid-write) is skipped with a warning naming file and line;
     any other malformed line raises `ResultStoreError`, since silently dropping results from
     the middle of a store would bias every report built from it.
     """
-    data = self._read_bytes()
-    lines = data.split(b"\n")
-    complete, tail = lines[:-1], lines[-1]  # `tail` is b"" when the file ends with "\n".
-    out = []
-    for i, raw in enumerate(complete, start=1):
-      if raw.strip():
-        out.append(_parse_record(raw, f"{self.path}:{i}"))
-    if tail.strip():
-      record = _parse_record_or_none(tail)
-      if record is None:
-        warnings.warn(f"{self.path}:{len(complete) + 1}: skipping a truncated last record "
-                      f"({len(tail)} bytes, no final newline), likely left by a crash.",
-                      RuntimeWarning, stacklevel=2)
-      else:
-        out.append(record)
+    files = self.files()
+    out = _records_of(files[0])
+    if len(files) > 1:
+      out = sorted(out + [r for f in files[1:] for r in _records_of(f)], key=lambda r: r["time"])
     return out
 
   def __iter__(self) -> Iterator[dict[str, Any]]:

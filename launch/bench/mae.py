@@ -99,7 +99,7 @@ def measure(model: str, size: int, run: Run, seed: int = 0) -> dict:
   initialisation: the same for any device count up to float summation order).
   """
   import jax  # pylint: disable=g-import-not-at-top
-  from vcbench import parallel  # pylint: disable=g-import-not-at-top
+  from vcbench import distributed, parallel  # pylint: disable=g-import-not-at-top
   from vcbench.algos import mae  # pylint: disable=g-import-not-at-top
   mesh = parallel.data_mesh()
   trainer = mae.make_train(mae_config(model, size, run), mesh=mesh)
@@ -113,7 +113,10 @@ def measure(model: str, size: int, run: Run, seed: int = 0) -> dict:
   state = init(key)
   frames = np.random.default_rng(seed).integers(
       0, 256, (run.steps, run.batch, size, size, 3), dtype=np.uint8)
-  batches = jax.block_until_ready(parallel.shard_batch(frames, mesh, axis=1))
+  index, count = distributed.process_share(run.batch, "batch")   # Of several processes,
+  share = run.batch // count                                       # each places its rows.
+  batches = jax.block_until_ready(parallel.shard_batch(
+      frames[:, index * share:(index + 1) * share], mesh, axis=1))
   t0 = time.perf_counter()
   # Compiled ahead of time so that compile time is measured apart from the first run.
   chunk = trainer.chunk_fn.lower(state, batches).compile()

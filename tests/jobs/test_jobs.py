@@ -159,3 +159,28 @@ def test_convert_cli_audits_and_writes_npz(tmp_path):
   assert "2 x ImageNet classifier" in res.stdout
   assert "cls (1, 1280)" in res.stdout
   assert out.exists()
+
+
+def test_a_single_process_job_is_refused_in_a_multi_process_run(monkeypatch, tmp_path):
+  import jax  # pylint: disable=import-outside-toplevel
+  from configs import mae as mae_config  # pylint: disable=import-outside-toplevel
+  config = ml_collections.ConfigDict(zoo_demo.get_config("quick"))
+  config.workdir = str(tmp_path / "run")
+  mae = mae_config.get_config("tiny")
+  mae.workdir, mae.data.dir = str(tmp_path / "mae"), str(tmp_path / "frames")
+  monkeypatch.setattr(jax, "process_count", lambda: 2)
+  with pytest.raises(config_lib.ConfigError, match="'zoo_demo' runs in one process.*mae"):
+    jobs.resolve(config)
+  assert jobs.resolve(mae).multiprocess
+
+
+def test_only_process_0_appends_records(monkeypatch, tmp_path):
+  import jax  # pylint: disable=import-outside-toplevel
+  grid = grid_lib.Grid("g", tmp_path, "h")
+  cell = Cell(benchmark="b", task="t", pvr="p", seed=0)
+  monkeypatch.setattr(jax, "process_index", lambda: 1)
+  grid.record(cell, {"m": 1.0})
+  assert not (tmp_path / "results.jsonl").exists()
+  monkeypatch.setattr(jax, "process_index", lambda: 0)
+  grid.record(cell, {"m": 1.0})
+  assert len(grid.store.records()) == 1

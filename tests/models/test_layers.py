@@ -24,3 +24,13 @@ def test_conv2d_equals_native_convolution(kernel, stride, padding, groups, size)
       precision=jax.lax.Precision.HIGHEST)
   assert ours.shape == ref.shape
   np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_the_depthwise_rewrite_is_for_the_cpu_only(monkeypatch):
+  """On the CPU a depthwise layer is shifted sums (no convolution); elsewhere it is XLA's own
+  grouped convolution."""
+  x, k = np.ones((1, 8, 8, 4), np.float32), np.ones((3, 3, 1, 4), np.float32)
+  trace = lambda: str(jax.make_jaxpr(lambda x, k: layers.conv2d(x, k, 1, 1, 4))(x, k))
+  assert "conv_general_dilated" not in trace()
+  monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+  assert trace().count("conv_general_dilated") == 1

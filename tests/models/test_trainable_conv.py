@@ -64,3 +64,19 @@ def test_tap_convolution_is_the_convolution_with_its_gradients(shape, kernel, pa
   want = jax.vjp(ref, x, w)[1](dy)
   for g, r in zip(got, want):
     np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn", ["conv2d", "tap_conv2d"])
+def test_accelerators_get_xlas_own_convolution(monkeypatch, fn):
+  """The gradient rewrite and the tap convolution are CPU workarounds: on another backend the
+  traced program is one native convolution (no custom VJP, no per-tap matmuls)."""
+  x, w = jnp.ones((2, 8, 8, 3)), jnp.ones((3, 3, 3, 4))
+  conv = getattr(trainable_conv, fn)
+  on_cpu = str(jax.make_jaxpr(lambda x, w: conv(x, w))(x, w))   # (Fresh functions: traces
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")     # are cached per function.)
+  elsewhere = str(jax.make_jaxpr(lambda x, w: conv(x, w))(x, w))
+  assert ("custom_vjp_call" in on_cpu) == (fn == "conv2d")
+  assert ("dot_general" in on_cpu) == (fn == "tap_conv2d") and "dot_general" not in elsewhere
+  assert "custom_vjp_call" not in elsewhere and elsewhere.count("conv_general_dilated") == 1
+  np.testing.assert_allclose(conv(x, w), jax.lax.conv_general_dilated(
+      x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")), rtol=1e-6)

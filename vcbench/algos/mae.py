@@ -37,6 +37,7 @@ import optax
 from flax import struct
 
 from vcbench import config as config_lib
+from vcbench import distributed
 from vcbench import files
 from vcbench import metrics as metrics_lib
 from vcbench import parallel
@@ -312,13 +313,16 @@ def train(config, ds, workdir: str, *, mesh=None, encoder: Optional[ViT] = None,
   trainer = make_train(config, ds, mesh=mesh, encoder=encoder,
                        prefetch_threads=prefetch_threads)
   end = min(config.total_steps, stop_at or config.total_steps)
-  progress = _Progress(config, log, end)
-  with metrics_lib.tensorboard_or_noop(tensorboard, files.as_path(workdir) / "tb") as writer:
+  main = distributed.is_main()   # Of several processes, the first logs and writes.
+  progress = _Progress(config, log if main else lambda _: None, end)
+  with metrics_lib.tensorboard_or_noop(tensorboard and main,
+                                       files.as_path(workdir) / "tb") as writer:
     state, metrics = runner.run(trainer, workdir, config.chunk,
                                 stop_at=stop_at, checkpoint_every=config.checkpoint_every,
                                 callbacks=[progress, runner.WriteMetrics(writer)])
   path = os.path.join(workdir, "encoder.npz")
-  convert.save_variables(path, encoder_variables(state))
+  if main:
+    convert.save_variables(path, encoder_variables(state))
   return Result(state=state, losses=[float(v) for v in metrics.get("loss", [])],
                 encoder_path=path, seconds=time.time() - progress.start,
                 images_per_second=progress.rate)

@@ -413,8 +413,12 @@ def _render_views(scenes, atlas, scene_idx, pos, heading, camera):
 # The training stream.
 
 def dataset(sources: Sequence, weights: Sequence[float], batch_size: int,
-            seed: int) -> grain.MapDataset:
+            seed: int, shard: tuple[int, int] = (0, 1)) -> grain.MapDataset:
   """An endless, deterministic stream of batches: `ds[step]` is uint8 [batch_size, S, S, 3].
+
+  shard: (index, count): this process's rows of every batch, [batch_size // count] from row
+  index * batch_size // count (a multi-process run; `distributed.process_share`). Only those
+  frames are read, and the shards of a step, in index order, are the unsharded batch.
 
   Each source is shuffled (a new permutation every epoch) and repeated forever; the mixture
   draws from source k a fraction weights[k] / sum(weights) of every batch, by grain's fixed
@@ -436,9 +440,15 @@ def dataset(sources: Sequence, weights: Sequence[float], batch_size: int,
   if len(set(sizes)) > 1:
     raise ValueError(f"dataset: all sources must share one frame size; sizes by source: "
                      f"{dict(enumerate(sizes))}.")
+  index, count = shard
+  if not 0 <= index < count or batch_size % count:
+    raise ValueError(f"dataset: shard {shard} of batches of {batch_size}: need 0 <= index < "
+                     "count and count dividing the batch size.")
   parts = [_shuffled_forever(s, _sub_seed(seed, k)) for k, s in enumerate(sources)]
   mixed = parts[0] if len(parts) == 1 else grain.MapDataset.mix(parts, weights)
-  return mixed.batch(batch_size, drop_remainder=True)
+  # Global batch k is rows [k B, (k + 1) B) of the mixture: sub-batches k count .. k count +
+  # count - 1 of size B / count, of which this shard takes the index-th.
+  return mixed.batch(batch_size // count, drop_remainder=True)[index::count]
 
 
 def _shuffled_forever(source, seed: int) -> grain.MapDataset:

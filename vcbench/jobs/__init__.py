@@ -12,6 +12,9 @@ import list, so adding a job touches nothing else). A job module defines
                      accept a probe file before any work starts
   disk_estimate(config)  (optional) {directory: (bytes, what)}: what the job will write there
                      (stated estimates, of what is not on disk yet); each must be free
+  MULTIPROCESS       (optional, default False) True when the job can run as several processes
+                     (`launch.main --coordinator`); the others are refused there
+  plan(config)       (optional) its grid as pieces for `launch.sweep` (`grid.Slice`)
 
 `resolve(config)` finds the job and checks the config against its schema (keys outside it are
 refused: a typo is never a silent default), its grids, its `validate` and its directories;
@@ -19,12 +22,16 @@ refused: a typo is never a silent default), its grids, its `validate` and its di
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import pkgutil
 from typing import Any, Callable
 
+import jax
+
 from vcbench import config as config_lib
+from vcbench import distributed
 from vcbench import files
 from vcbench.registry import Registry
 
@@ -45,10 +52,16 @@ class Job:
   grids: tuple[str, ...] = ()
   dirs: tuple[str, ...] = ("workdir",)
   disk_estimate: Callable[[Any], dict] = _nothing_to_estimate
+  multiprocess: bool = False
 
   def check(self, config) -> None:
     """Everything that can be checked before work: keys, grids, the job's own checks, and
     that the directories it writes accept files."""
+    if not self.multiprocess and jax.process_count() > 1:
+      raise config_lib.ConfigError(
+          f"job {self.name!r} runs in one process; of the jobs, "
+          f"{', '.join(n for n in names() if get(n).multiprocess)} run as several "
+          "(--coordinator); launch.sweep spreads a grid over processes instead")
     config_lib.check_keys(config, self.default_config())
     config_lib.require_grid(config, self.grids)
     self.validate(config)
@@ -58,8 +71,10 @@ class Job:
       config_lib.require_free_space(directory, need, what)
 
   def run(self, config):
-    """The job, holding its workdir's lock (one writer per workdir)."""
-    with files.workdir_lock(config.workdir):
+    """The job, holding its workdir's lock (one writer per workdir; in a multi-process run,
+    process 0 holds it for all)."""
+    with (files.workdir_lock(config.workdir) if distributed.is_main()
+          else contextlib.nullcontext()):
       return self.body(config)
 
 
@@ -76,7 +91,8 @@ def get(name: str) -> Job:
   module = importlib.import_module(f"{__name__}.{known.get(name)}")
   return Job(name, module.run, module.default_config, module.validate,
              getattr(module, "GRIDS", ()), getattr(module, "DIRS", ("workdir",)),
-             getattr(module, "disk_estimate", _nothing_to_estimate))
+             getattr(module, "disk_estimate", _nothing_to_estimate),
+             getattr(module, "MULTIPROCESS", False))
 
 
 def resolve(config) -> Job:

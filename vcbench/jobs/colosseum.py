@@ -87,11 +87,7 @@ def run(config) -> str:
   t0 = time.time()
   grid = grid_lib.Grid("colosseum", config.workdir, config_hash(config))
   track = cortexbench_job.Track(config, cortexbench.suite("metaworld"))
-  units = [grid_lib.Unit((task, pvr, int(seed)), tuple(
-      Cell(benchmark=col.BENCHMARK, task=task, pvr=pvr, seed=int(seed), corruption=t)
-      for t in config.test_sets)) for task in config.tasks for pvr in config.pvrs
-           for seed in config.seeds]
-  todo = grid.groups(grid.todo(units), by=lambda u: u.key[0])
+  todo = grid.groups(grid.todo(_units(config)), by=lambda u: u.key[0])
   try:
     for task in config.tasks:
       print(f"colosseum: {task}")
@@ -105,6 +101,26 @@ def run(config) -> str:
   print(text)
   print(f"report: {', '.join(str(p) for p in paths.values())}  ({time.time() - t0:.0f} s)")
   return text
+
+
+def _units(config) -> list[grid_lib.Unit]:
+  """Keyed (task, PVR, seed), each the cells of every test set."""
+  return [grid_lib.Unit((task, pvr, int(seed)), tuple(
+      Cell(benchmark=col.BENCHMARK, task=task, pvr=pvr, seed=int(seed), corruption=t)
+      for t in config.test_sets)) for task in config.tasks for pvr in config.pvrs
+          for seed in config.seeds]
+
+
+def plan(config) -> list[grid_lib.Slice]:
+  """The sweep's pieces: one per (task, PVR), every seed and test set in it. Each piece of a
+  task measures the expert under the test sets unless the store already has it (the driver
+  keeps the first record of each cell), and shares the task's demos through `data_dir`."""
+  data_dir = config.data_dir or os.path.join(config.workdir, "data")
+  h = config_hash(config)
+  return [grid_lib.Slice((task, pvr), {"tasks": (task,), "pvrs": (pvr,), "data_dir": data_dir},
+                         tuple(c for u in units for c in u.cells), h)
+          for (task, pvr), units in grid_lib.Grid.groups(_units(config),
+                                                         lambda u: u.key[:2]).items()]
 
 
 def expert_exclusions(config, grid: grid_lib.Grid, task: str) -> dict[str, str]:

@@ -267,17 +267,38 @@ def _run_suite(config) -> list[dict]:
   announce(config)
   suite = cortexbench.suite(config.suite)
   grid = grid_lib.Grid(f"cortexbench/{suite.name}", config.workdir, config_hash(config))
-  units = [grid_lib.Unit((task, pvr, int(seed)), (Cell(
-      benchmark=cortexbench.BENCHMARK, task=cortexbench.task_key(suite.name, task), pvr=pvr,
-      adaptation=adaptation_lib.cell_adaptation(config.adaptation, pvr), seed=int(seed)),))
-           for task in config.tasks for pvr in config.pvrs for seed in config.seeds]
   track = Track(config, suite)
   try:
-    for task, task_units in grid.groups(grid.todo(units), by=lambda u: u.key[0]).items():
+    for task, task_units in grid.groups(grid.todo(_units(config)),
+                                        by=lambda u: u.key[0]).items():
       _run_task(track, grid, task, task_units)
   finally:
     track.close()
   return grid.rows(benchmark=cortexbench.BENCHMARK)
+
+
+def _units(config) -> list[grid_lib.Unit]:
+  """One suite's cells (`config` is `for_suite`'s), keyed (task, PVR, seed)."""
+  return [grid_lib.Unit((task, pvr, int(seed)), (Cell(
+      benchmark=cortexbench.BENCHMARK, task=cortexbench.task_key(config.suite, task), pvr=pvr,
+      adaptation=adaptation_lib.cell_adaptation(config.adaptation, pvr), seed=int(seed)),))
+          for task in config.tasks for pvr in config.pvrs for seed in config.seeds]
+
+
+def plan(config) -> list[grid_lib.Slice]:
+  """The sweep's pieces: one per (suite, task, PVR), every seed in it (the demos and the
+  embeddings it caches are its own; the demos are shared with the task's other PVRs through
+  `data_dir`, which every piece keeps)."""
+  data_dir = config.data_dir or os.path.join(config.workdir, "data")
+  out = []
+  for name in suite_names(config):
+    c = for_suite(config, name)
+    h = config_hash(c)
+    for (task, pvr), units in grid_lib.Grid.groups(_units(c), lambda u: u.key[:2]).items():
+      out.append(grid_lib.Slice((name, task, pvr), {
+          "suite": name, "tasks": (task,), "pvrs": (pvr,), "data_dir": data_dir},
+          tuple(u.cells[0] for u in units), h))
+  return out
 
 
 def _run_task(track: Track, grid: grid_lib.Grid, task: str, units: list[grid_lib.Unit]):

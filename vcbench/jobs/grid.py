@@ -17,6 +17,13 @@ hashing policy of every job: the config minus the keys that never change a cell'
 (`not_hashed`: where and how fast it runs, which cells it contains), minus keys added later at
 the value that reproduces older records (`added_later`), plus what else a cell depends on
 (`extra`: a trained agent's identity, a benchmark's definitions).
+
+A job that can be swept across processes and hosts (`vcbench.sweep`) also defines
+`plan(config) -> list[Slice]`: its grid cut into the pieces one worker runs (a `Slice` is the
+config overrides that restrict the job to that piece, e.g. one task and one PVR with every seed,
+so the caches a piece builds are the ones it reuses), with the cells each piece stores. The
+overrides may only touch keys outside the config hash, so a piece's records are the full
+run's.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import dataclasses
 import pathlib
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Optional
 
+from vcbench import distributed
 from vcbench import provenance
 from vcbench.store import Cell, ResultStore
 
@@ -40,6 +48,21 @@ class Unit:
   """One piece of work: its coordinates (e.g. (task, pvr, seed)) and the cells it evaluates."""
   key: tuple
   cells: tuple[Cell, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+  """One worker's piece of a job's grid: `overrides` restrict the config to it; `cells` are the
+  store cells it evaluates, under `config_hash`."""
+  key: tuple
+  overrides: Mapping[str, Any]
+  cells: tuple[Cell, ...]
+  config_hash: str
+
+  @property
+  def name(self) -> str:
+    """A file-name-safe label, unique within a plan (e.g. 'metaworld.assembly.in1k_mobilenetv2')."""
+    return ".".join(str(k) for k in self.key).replace("/", "_").replace(" ", "_")
 
 
 class Grid:
@@ -81,7 +104,10 @@ class Grid:
 
   def record(self, cell: Cell, metrics: Mapping[str, Any],
              extra: Optional[Mapping[str, Any]] = None, *, allow_nonfinite: bool = False) -> dict:
-    """Appends one cell's record (durable when this returns)."""
+    """Appends one cell's record (durable when this returns); in a multi-process run only
+    process 0 writes (the others computed the same cell with it)."""
+    if not distributed.is_main():
+      return {}
     return self.store.append(cell, self.config_hash, metrics, extra,
                              allow_nonfinite=allow_nonfinite)
 

@@ -149,9 +149,7 @@ def run(config) -> str:
   text_encoder, rows = None, []
   for task in config.tasks:
     grid = grid_lib.Grid("gvue", config.workdir, task_hash(config, task))
-    units = [grid_lib.Unit((task, p, s), (Cell(benchmark="gvue", task=task, pvr=p, seed=s),))
-             for p in config.pvrs for s in config.seeds]
-    todo = grid.todo(units)
+    todo = grid.todo(_units(config, task))
     if todo and task in (*split_lib.TEXT_TASKS, "navigation") and text_encoder is None:
       text_encoder = text_lib.load(config.text_encoder)
     if todo:
@@ -162,6 +160,21 @@ def run(config) -> str:
   text = write_report(config, rows)
   print(text)
   return text
+
+
+def _units(config, task: str) -> list[grid_lib.Unit]:
+  return [grid_lib.Unit((task, p, s), (Cell(benchmark="gvue", task=task, pvr=p, seed=s),))
+          for p in config.pvrs for s in config.seeds]
+
+
+def plan(config) -> list[grid_lib.Slice]:
+  """The sweep's pieces: one per (task, PVR), every seed in it (the PVR's feature cache of
+  the task is its own; splits are shared through `data_dir`)."""
+  return [grid_lib.Slice((task, pvr), {"tasks": (task,), "pvrs": (pvr,),
+                                       "data_dir": data_root(config)},
+                         tuple(u.cells[0] for u in _units(config, task) if u.key[1] == pvr),
+                         task_hash(config, task))
+          for task in config.tasks for pvr in config.pvrs]
 
 
 def task_hash(config, task: str) -> str:

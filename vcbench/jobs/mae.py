@@ -16,12 +16,14 @@ import time
 import ml_collections
 
 from vcbench import config as config_lib
+from vcbench import distributed
 from vcbench import files
 from vcbench.algos import mae
 from vcbench.data import frames
 
 
 DIRS = ("workdir", "data.dir")
+MULTIPROCESS = True   # Each process reads its rows of every batch (launch.main --coordinator).
 # A training job stores no cells, so no hash is taken of its config; listed for the day one is.
 NOT_HASHED = ("workdir", "export_to", "tensorboard")
 
@@ -110,9 +112,15 @@ def sources(config) -> list:
 
 def run(config) -> mae.Result:
   t0 = time.time()
+  with distributed.main_first("mae frames") as mine:   # Generated once, by process 0.
+    if mine:
+      sources(config)
   ds = frames.dataset(sources(config), list(config.data.weights), config.mae.batch_size,
-                      config.mae.seed)
+                      config.mae.seed, distributed.process_share(config.mae.batch_size,
+                                                                 "config.mae.batch_size"))
   result = mae.train(config.mae, ds, config.workdir, tensorboard=config.tensorboard)
+  if not distributed.is_main():
+    return result
   summary = {"encoder": config.mae.encoder, "steps": len(result.losses),
              "first_loss": result.losses[0], "last_loss": result.losses[-1],
              "train_seconds": result.seconds, "images_per_second": result.images_per_second,

@@ -27,7 +27,6 @@ from vcbench.store import Cell, ResultStore
 
 # What decides a cell's numbers is the rest of the config and the agent; not which other cells
 # a launch computes, nor where.
-GRIDS = ("agents",)
 DIRS = ("workdir", "nav_workdir")
 NOT_HASHED = ("workdir", "eval_batch", "agents", "sweep", "only", "extra", "variant",
               "nav_config", "adapt.methods", "adapt.corruptions")
@@ -56,7 +55,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.only = ()                   # Table 2/sweep condition names to keep (e.g.
                                 # 'spatter+motion_drift'); (): all
   c.extra = ()                  # more conditions, always run, "name[:severity]" (severity 5 by
-                                # default), of any registered corruption, e.g. "fog:3"
+                                # default), of any registered corruption, e.g. "camera_crack:3"
   c.adapt = a = ml_collections.ConfigDict()
   a.agent = "pointnav_rgb"      # Table 3 is about the RGB agent
   a.methods = rn.METHODS
@@ -84,6 +83,8 @@ def conditions(config) -> list[rn.Condition]:
 
 
 def validate(config) -> None:
+  if config.agents or not config.adapt.methods:   # Table 3 alone needs no Table 2 agents.
+    config_lib.require_grid(config, ("agents",))
   config_lib.require_choice(config, "agents_from", ("shipped", "train"))
   config_lib.require_choice(config, "split", ("val", "test"))
   table3 = [config.adapt.agent] if config.adapt.methods else []
@@ -158,15 +159,49 @@ def run(config) -> dict:
   return {"records": float(len(rows))}
 
 
+def _cell(config, a: rn.Agent, adaptation: str, cond: rn.Condition) -> Cell:
+  return Cell(benchmark=rn.BENCHMARK, task=a.variant, pvr="scratch_cnn", adaptation=adaptation,
+              seed=int(config.seed), corruption=cond.name, severity=cond.severity)
+
+
+def plan(config) -> list[grid_lib.Slice]:
+  """The sweep's pieces: one per agent and corruption of Table 2 and the severity sweep (every
+  severity of it, and its `extra` conditions), and one per Table 3 adaptation (one for
+  augmentation, which trains once and is evaluated clean and under every corruption). The
+  agents are resolved first (with `agents_from='train'`, trained here if `nav_workdir` lacks
+  them)."""
+  out = []
+  by_name: dict[str, list[rn.Condition]] = {}
+  for cond in conditions(config):
+    by_name.setdefault(cond.name, []).append(cond)
+  for variant in config.agents:
+    a = agent(config, variant)
+    for name, conds in by_name.items():
+      extra = tuple(e for e in config.extra if _parse(e).name == name)
+      out.append(grid_lib.Slice((variant, name), {
+          "agents": (variant,), "only": (name,), "extra": extra, "adapt.methods": ()},
+          tuple(_cell(config, a, "none", c) for c in conds), config_hash(config, a)))
+  m = config.adapt
+  if m.methods:
+    a = agent(config, m.agent)
+    targets = [rn.Condition.parse(name, 5) for name in m.corruptions]
+    for method in m.methods:
+      for corruption in ((None,) if method == "augment" else m.corruptions):
+        conds = ([rn.Condition()] + targets if corruption is None
+                 else [rn.Condition.parse(corruption, 5)])
+        out.append(grid_lib.Slice((m.agent, method) + ((corruption,) if corruption else ()), {
+            "agents": (), "adapt.methods": (method,),
+            "adapt.corruptions": tuple(m.corruptions) if corruption is None else (corruption,)},
+            tuple(_cell(config, a, method, c) for c in conds), config_hash(config, a)))
+  return out
+
+
 def evaluate_cells(config, a: rn.Agent, adaptation: str, get_params, conds, env) -> None:
   """Evaluates the pending cells of `conds`; `get_params()` (an adaptation, when it has not
   been run yet) is called only when there is one."""
   grid = grid_lib.Grid(f"robustnav {a.variant} [{adaptation}]", config.workdir,
                        config_hash(config, a))
-  units = [grid_lib.Unit((cond,), (Cell(benchmark=rn.BENCHMARK, task=a.variant,
-                                        pvr="scratch_cnn", adaptation=adaptation,
-                                        seed=int(config.seed), corruption=cond.name,
-                                        severity=cond.severity),)) for cond in conds]
+  units = [grid_lib.Unit((cond,), (_cell(config, a, adaptation, cond),)) for cond in conds]
   todo = grid.todo(units)
   params = get_params() if todo else None
   for unit in grid.pending(todo):
