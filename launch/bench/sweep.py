@@ -31,7 +31,8 @@ def _sweep(config: str, sets: list[str], workdir: str, data_dir: str, *backend) 
   """Wall seconds of one `launch.sweep` command."""
   cmd = [sys.executable, "-m", "launch.sweep", "--config", config,
          f"--config.workdir={workdir}", f"--config.data_dir={data_dir}",
-         *[f"--config.{s}" for s in sets], *backend]
+         *[f"--config.{s}" for s in sets], *[f"--plugin={p}" for p in flags.FLAGS.plugin],
+         *backend]
   t0 = time.time()
   done = subprocess.run(cmd, cwd=_ROOT, capture_output=True, text=True, check=False,
                         env={**os.environ, "VCBENCH_NO_PROGRESS": "1"})
@@ -88,4 +89,5 @@ if __name__ == "__main__":
   flags.DEFINE_string("root", "/tmp/bench_sweep", "where the three workdirs and caches go")
   flags.DEFINE_string("out", None, "also write the markdown table here")
   flags.DEFINE_bool("json", False, "also print a JSON summary line")
+  flags.DEFINE_multi_string("plugin", [], "passed to launch.sweep")
   cli.run(main)

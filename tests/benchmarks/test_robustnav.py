@@ -103,8 +103,12 @@ def test_report_tables_and_plots_from_rows(tmp_path):
   t2 = report.table2_markdown(rows)
   assert "| 30.0 ± 4.0 | 15.0 |" in next(l for l in t2.splitlines() if "| spatter |" in l)
   assert "over 500 fixed episodes per cell of the test and val apartments" in t2
+  sev = report.severity_markdown(rows)
+  line = next(l for l in sev.splitlines() if l.startswith("| spatter |"))
+  assert line.split("|")[2:8] == [" 90.0 (45.0) ", " – ", " – ", " 50.0 (25.0) ", " – ",
+                                  " 30.0 ± 4.0 (15.0) "]
   paths = report.write_report(rows, tmp_path)
-  assert all(p.stat().st_size > 0 for p in paths.values())
+  assert all(p.stat().st_size > 0 for p in paths.values()) and len(paths) == 5
   with pytest.raises(ValueError, match="no RobustNav records"):
     report.write_report([{"benchmark": "cortexbench"}], tmp_path)
 

@@ -2,6 +2,7 @@
 
   table2.md      Table 2: SR / SPL of every agent under every condition (visual at severity 5)
   table3.md      Table 3: the RGB agent clean vs adapted (PAD AP/RP, augmentation, fine-tune)
+  severity.md    the severity sweep: SR (SPL) of every agent at severities 0 (clean) to 5
   severity.png   SPL (and SR) against severity, one line per corruption, a panel per agent
   behaviour.png  Figure 4: failed actions, min distance to goal, stop failure (+/-) per condition
 """
@@ -20,8 +21,8 @@ from vcbench.reports import plots
 from vcbench.reports import tables
 from vcbench import store as store_lib
 
-FILES = {"table2": "table2.md", "table3": "table3.md", "severity": "severity.png",
-         "behaviour": "behaviour.png"}
+FILES = {"table2": "table2.md", "table3": "table3.md", "severity_table": "severity.md",
+         "severity": "severity.png", "behaviour": "behaviour.png"}
 METHODS = ("none", "pad_ap", "pad_rp", "augment", "finetune")
 METHOD_NAMES = {"none": "clean-trained agent", "pad_ap": "+ PAD action prediction",
                 "pad_rp": "+ PAD rotation prediction", "augment": "+ data augmentation",
@@ -106,6 +107,23 @@ def table3_markdown(rows) -> str:
   return "\n".join(out)
 
 
+def severity_markdown(rows) -> str:
+  """The severity sweep: a table per clean-trained agent, a row per graded corruption, SR ± 95%
+  (SPL) at severities 0 (clean) to 5."""
+  idx = _index(rows)
+  agents = sorted({k[0] for k in idx if k[1] == "none"})
+  out = ["# RobustNav severity sweep (vcbench-nav)\n"]
+  for agent in agents:
+    def cell(name, s):
+      row = idx.get((agent, "none", "none" if s == 0 else name, s))
+      return "–" if row is None else f"{_fmt(row, 'success')} ({_fmt(row, 'spl')})"
+    body = [[name] + [cell(name, s) for s in range(6)] for name in rn.SWEEP]
+    out.append(f"## {agent}\n\n" + tables.markdown_table(
+        ["corruption"] + ["clean"] + [f"severity {s}" for s in range(1, 6)], body) + "\n")
+  out.append("SR (SPL); " + _episodes_note(rows) + "\n")
+  return "\n".join(out)
+
+
 def severity_plot(rows, path: str | os.PathLike[str], metric: str = "spl") -> pathlib.Path:
   """Writes `severity_figure(rows, metric)` to the PNG `path`; returns it."""
   return plots.save_figure(severity_figure(rows, metric), path, dpi=110)
@@ -162,7 +180,7 @@ def behaviour_figure(rows) -> figure_lib.Figure:
 
 
 def write_report(rows, out_dir: str | os.PathLike[str]) -> dict[str, pathlib.Path]:
-  """Writes the four report files for `rows` (store rows, or a DataFrame of them from
+  """Writes the report files for `rows` (store rows, or a DataFrame of them from
   `ResultStore.to_dataframe`); returns their paths."""
   rows = [r for r in store_lib.as_rows(rows) if r.get("benchmark") == rn.BENCHMARK]
   if not rows:
@@ -171,6 +189,7 @@ def write_report(rows, out_dir: str | os.PathLike[str]) -> dict[str, pathlib.Pat
   paths = {k: out / name for k, name in FILES.items()}
   plots.write_text(paths["table2"], table2_markdown(rows))
   plots.write_text(paths["table3"], table3_markdown(rows))
+  plots.write_text(paths["severity_table"], severity_markdown(rows))
   severity_plot(rows, paths["severity"])
   behaviour_plot(rows, paths["behaviour"])
   return paths
