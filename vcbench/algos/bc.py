@@ -21,6 +21,8 @@ import numpy as np
 import optax
 from flax import struct
 
+from vcbench import parallel
+
 
 def flare(history: jax.Array) -> jax.Array:
   """[..., H, D] -> [..., H*D]: consecutive differences, then the latest embedding."""
@@ -117,9 +119,14 @@ def make_act(model: BCPolicy):
   return act
 
 
-def run_epochs(sgd_step, state, key, num_epochs: int, num_samples: int, batch_size: int):
+def run_epochs(sgd_step, state, key, num_epochs: int, num_samples: int, batch_size: int,
+               mesh=None):
   """`num_epochs` passes, each a `lax.scan` of `sgd_step(state, idx [batch]) -> (state, loss)`
-  over the minibatches of a fresh permutation. Returns (state, mean loss per epoch [E])."""
+  over the minibatches of a fresh permutation. Returns (state, mean loss per epoch [E]).
+
+  mesh: the minibatch rows are split over its devices (each computes its rows' forward and
+  backward; the loss mean, hence the gradient, is all-reduced), the data and state whole on
+  every device."""
   batch = min(batch_size, num_samples)
   steps_per_epoch = max(num_samples // batch, 1)
 
@@ -127,10 +134,19 @@ def run_epochs(sgd_step, state, key, num_epochs: int, num_samples: int, batch_si
     # The remainder of a permutation is dropped (fixed shapes under scan); a new permutation
     # every epoch means every sample is still used.
     perm = jax.random.permutation(key, num_samples)[: steps_per_epoch * batch]
-    state, losses = jax.lax.scan(sgd_step, state, perm.reshape(steps_per_epoch, batch))
+    perm = perm.reshape(steps_per_epoch, batch)
+    if mesh is not None:
+      perm = parallel.constrain_batch(perm, mesh, axis=1)
+    state, losses = jax.lax.scan(sgd_step, state, perm)
     return state, jnp.mean(losses)
 
   return jax.lax.scan(epoch, state, jax.random.split(key, num_epochs))
+
+
+def check_batch(batch_size: int, num_samples: int, mesh) -> None:
+  """The minibatch (`batch_size`, or every sample when there are fewer) splits over the mesh."""
+  parallel.check_divisible(min(batch_size, num_samples), mesh,
+                           f"the BC minibatch (batch_size {batch_size}, {num_samples} samples)")
 
 
 class EpochTrainer:
@@ -138,7 +154,12 @@ class EpochTrainer:
   metrics are that epoch's mean loss; subclasses give `init` and `train_chunk`."""
 
   def abstract_state(self):
-    return jax.eval_shape(self.init, jax.random.key(0))
+    shapes = jax.eval_shape(self.init, jax.random.key(0))
+    mesh = getattr(self, "mesh", None)
+    if mesh is None:
+      return shapes
+    rep = parallel.replicated(mesh)   # Restored whole onto every device, as `init` places it.
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rep), shapes)
 
   def abstract_metrics(self, n: int) -> dict:
     return {"loss": jax.ShapeDtypeStruct((n,), jnp.float32)}
@@ -148,23 +169,29 @@ class Trainer(EpochTrainer):
   """BC on fixed features `x` [N, F] and actions `y` [N, A] (device arrays, arguments of the
   jitted chunk, not constants in it); the `runner` contract, one update = one epoch."""
 
-  def __init__(self, config, x, y):
+  def __init__(self, config, x, y, mesh=None):
     self.config, self.num_updates = config, int(config.epochs)
-    self.x, self.y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
-    if self.x.ndim != 2 or self.y.ndim != 2 or len(self.x) != len(self.y):
+    if np.ndim(x) != 2 or np.ndim(y) != 2 or len(x) != len(y):
       raise ValueError(f"BC: features [N, F] and actions [N, A] of one length expected, got "
-                       f"{self.x.shape} and {self.y.shape}")
+                       f"{np.shape(x)} and {np.shape(y)}")
+    self.mesh = parallel.data_mesh() if mesh is None else mesh
+    check_batch(config.batch_size, len(x), self.mesh)
+    self.x, self.y = parallel.replicate((jnp.asarray(x, jnp.float32),
+                                         jnp.asarray(y, jnp.float32)), self.mesh)
     self.model = BCPolicy(action_dim=self.y.shape[1], hidden=tuple(config.hidden))
     self.tx = optax.adam(config.lr)
     self.act = make_act(self.model)
-    self._train = jax.jit(self._epochs, static_argnums=3, donate_argnums=0)
+    rep = parallel.replicated(self.mesh)
+    self._train = jax.jit(self._epochs, static_argnums=3, donate_argnums=0,
+                          in_shardings=(rep, rep, rep), out_shardings=(rep, rep))
 
   def init(self, key) -> TrainState:
     key, init_key = jax.random.split(key)
     variables = init_variables(self.model, init_key, self.x.shape[1])
-    return TrainState(params=variables["params"], batch_stats=variables["batch_stats"],
-                      opt_state=self.tx.init(variables["params"]),
-                      step=jnp.zeros((), jnp.int32), key=key)
+    return parallel.replicate(TrainState(
+        params=variables["params"], batch_stats=variables["batch_stats"],
+        opt_state=self.tx.init(variables["params"]), step=jnp.zeros((), jnp.int32), key=key),
+        self.mesh)
 
   def train_chunk(self, state: TrainState, num_epochs: int) -> tuple[TrainState, dict]:
     return self._train(state, self.x, self.y, int(num_epochs))
@@ -180,13 +207,14 @@ class Trainer(EpochTrainer):
     key, k = jax.random.split(state.key)
     step = lambda s, idx: self._sgd_step(s, x[idx], y[idx])
     state, losses = run_epochs(step, state.replace(key=key), k, num_epochs, len(x),
-                               self.config.batch_size)
+                               self.config.batch_size, self.mesh)
     return state, {"loss": losses}
 
 
-def make_train(config, x, y) -> Trainer:
-  """A BC trainer (`default_config`) on features `x` and actions `y`."""
-  return Trainer(config, x, y)
+def make_train(config, x, y, mesh=None) -> Trainer:
+  """A BC trainer (`default_config`) on features `x` and actions `y`; minibatches split over
+  `mesh`'s devices (default: all devices, of every process)."""
+  return Trainer(config, x, y, mesh)
 
 
 def make_policy_step(embed: Callable[[Any, dict], jax.Array], act, history: int,

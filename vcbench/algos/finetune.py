@@ -26,6 +26,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from vcbench import parallel
 from vcbench.algos import bc
 from vcbench.models import embedder as embedder_lib
 from vcbench.models import remat, zoo
@@ -101,7 +102,8 @@ class Trainer(bc.EpochTrainer):
   `proprio` [T, P] (or None) and `actions` [T, A]; the `runner` contract, one update = one
   epoch. Pass `frames` as a device array to avoid copying them."""
 
-  def __init__(self, config, encoder: zoo.Encoder, frames, episode, proprio, actions):
+  def __init__(self, config, encoder: zoo.Encoder, frames, episode, proprio, actions,
+               mesh=None):
     if config.encoder_lr < 0 or config.lr < 0:
       raise ValueError(f"learning rates must be >= 0, got lr={config.lr}, "
                        f"encoder_lr={config.encoder_lr}")
@@ -119,18 +121,23 @@ class Trainer(bc.EpochTrainer):
     self.act = bc.make_act(self.model)
     self._feat_dim = config.history * self.spec.dim + proprio_dim
     windows = jnp.asarray(bc.history_indices(np.asarray(episode), config.history))
-    self.data = (frames, windows, proprio, jnp.asarray(actions, jnp.float32))
-    self._train = jax.jit(self._epochs, static_argnums=2, donate_argnums=0)
+    self.mesh = parallel.data_mesh() if mesh is None else mesh
+    bc.check_batch(config.batch_size, num_samples, self.mesh)
+    self.data = parallel.replicate((frames, windows, proprio, jnp.asarray(actions, jnp.float32)),
+                                   self.mesh)
+    rep = parallel.replicated(self.mesh)
+    self._train = jax.jit(self._epochs, static_argnums=2, donate_argnums=0,
+                          in_shardings=(rep, rep), out_shardings=(rep, rep))
 
   def init(self, key) -> TrainState:
     key, init_key = jax.random.split(key)   # The same key use as `bc.Trainer`.
     variables = bc.init_variables(self.model, init_key, self._feat_dim)
     # A copy: training donates the state, which must not delete the caller's encoder.
     enc = jax.tree.map(jnp.copy, self.encoder.params)
-    return TrainState(
+    return parallel.replicate(TrainState(
         policy=bc.Variables(params=variables["params"], batch_stats=variables["batch_stats"]),
         encoder=enc, opt_state=self.tx.init({ENCODER: enc, POLICY: variables["params"]}),
-        step=jnp.zeros((), jnp.int32), key=key)
+        step=jnp.zeros((), jnp.int32), key=key), self.mesh)
 
   def train_chunk(self, state: TrainState, num_epochs: int) -> tuple[TrainState, dict]:
     return self._train(state, self.data, int(num_epochs))
@@ -160,13 +167,15 @@ class Trainer(bc.EpochTrainer):
     key, k = jax.random.split(state.key)
     state, losses = bc.run_epochs(lambda s, idx: self._sgd_step(s, idx, data),
                                   state.replace(key=key), k, num_epochs, len(data[3]),
-                                  self.config.batch_size)
+                                  self.config.batch_size, self.mesh)
     return state, {"loss": losses}
 
 
-def make_train(config, encoder: zoo.Encoder, frames, episode, proprio, actions) -> Trainer:
-  """A fine-tuning BC trainer (`default_config`) of `encoder` on the demo arrays."""
-  return Trainer(config, encoder, frames, episode, proprio, actions)
+def make_train(config, encoder: zoo.Encoder, frames, episode, proprio, actions,
+               mesh=None) -> Trainer:
+  """A fine-tuning BC trainer (`default_config`) of `encoder` on the demo arrays; minibatches
+  split over `mesh`'s devices (default: all, of every process)."""
+  return Trainer(config, encoder, frames, episode, proprio, actions, mesh)
 
 
 def _check_data(frames, episode, proprio, actions, num_samples: int, proprio_dim: int):
