@@ -2,6 +2,7 @@
 the repository root, with the progress bars off and the converted-weights cache in tmp_path."""
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -19,3 +20,10 @@ def run(module: str, *args, tmp_path, timeout: int = 900, **env) -> subprocess.C
 def main(*args, tmp_path, timeout: int = 900, **env) -> subprocess.CompletedProcess:
   """`python -m launch.main *args`: a job."""
   return run("launch.main", *args, tmp_path=tmp_path, timeout=timeout, **env)
+
+
+def free_port() -> int:
+  """A TCP port free now on localhost (a multi-process run's coordinator)."""
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]

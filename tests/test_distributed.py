@@ -3,7 +3,6 @@ collectives on localhost, `launch.main --coordinator`) gives the losses and para
 process of two devices; each process reads only its rows of a batch; process 0 alone writes."""
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -15,12 +14,6 @@ from vcbench import distributed
 from vcbench.data import frames
 
 pytest.importorskip("metaworld")
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
 
 
 def _mae(tmp_path, workdir: str, *flags) -> subprocess.Popen:
@@ -44,7 +37,7 @@ def _curve(log: str) -> list[float]:
 
 def test_mae_in_two_processes_matches_one_process_with_the_same_global_batch(tmp_path):
   one = _finish(_mae(tmp_path, "one", "--cpu_devices=2"))   # Also generates the frames.
-  coordinator = f"localhost:{free_port()}"
+  coordinator = f"localhost:{launching.free_port()}"
   procs = [_mae(tmp_path, "two", "--cpu_devices=1", f"--coordinator={coordinator}",
                 "--num_processes=2", f"--process_id={rank}") for rank in (0, 1)]
   main, other = [_finish(p) for p in procs]

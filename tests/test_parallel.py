@@ -7,13 +7,14 @@ set before jax is initialised.
 """
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import types
 
 import numpy as np
 import pytest
+
+import launching
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -80,14 +81,8 @@ def _start(tmp_path, devices: int, processes: int = 1, rank: int = 0,
   return proc, out
 
 
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
-
-
 def test_ppo_on_4_devices_in_one_or_two_processes_matches_1_device(tmp_path):
-  coordinator = f"localhost:{free_port()}"
+  coordinator = f"localhost:{launching.free_port()}"
   runs = [_start(tmp_path, 1), _start(tmp_path, 4)] + [
       _start(tmp_path, 4, 2, rank, coordinator) for rank in (0, 1)]
   results = {}

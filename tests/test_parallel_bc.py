@@ -3,11 +3,12 @@ one process or in two processes of one device each (`vcbench.distributed`, gloo 
 train like one device: the same losses and parameters, checkpoints written by all processes."""
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
 import numpy as np
+
+import launching
 
 SCRIPT = r"""
 import sys
@@ -58,12 +59,6 @@ print("ok")
 """
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
-
-
 def _start(tmp_path: pathlib.Path, devices: int, processes: int = 1, rank: int = 0,
            coordinator: str = ""):
   script = tmp_path / "run_bc.py"
@@ -76,7 +71,7 @@ def _start(tmp_path: pathlib.Path, devices: int, processes: int = 1, rank: int =
 
 
 def test_bc_and_fine_tuning_on_2_devices_in_one_or_two_processes_match_1_device(tmp_path):
-  coordinator = f"localhost:{_free_port()}"
+  coordinator = f"localhost:{launching.free_port()}"
   runs = [_start(tmp_path, 1), _start(tmp_path, 2)] + [
       _start(tmp_path, 2, 2, rank, coordinator) for rank in (0, 1)]
   for proc, _ in runs:

@@ -215,6 +215,11 @@ def record_line(record: Mapping[str, Any]) -> bytes:
           + "\n").encode("utf-8")
 
 
+def record_key(record: Mapping[str, Any]) -> tuple[Cell, str]:
+  """What identifies a record's result: (its cell, its config hash)."""
+  return Cell.from_dict(record["cell"]), record["config_hash"]
+
+
 _WRITER_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -386,7 +391,7 @@ class ResultStore:
     files = self.files()
     out = _records_of(files[0])
     if len(files) > 1:
-      out = sorted(out + [r for f in files[1:] for r in _records_of(f)], key=lambda r: r["time"])
+      out = sorted(out + [r for f in files[1:] for r in _records_of(f)], key=lambda r: r.get("time") or "")
     return out
 
   def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -397,7 +402,7 @@ class ResultStore:
 
   def completed(self) -> set[tuple[Cell, str]]:
     """The (cell, config_hash) pairs that have at least one record."""
-    return {(Cell.from_dict(r["cell"]), r["config_hash"]) for r in self.records()}
+    return {record_key(r) for r in self.records()}
 
   def done(self, cell: Cell, config_hash: str) -> bool:
     """Whether `cell` already has a record for `config_hash`. Reads the file: for many cells

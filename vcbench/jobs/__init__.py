@@ -53,6 +53,7 @@ class Job:
   dirs: tuple[str, ...] = ("workdir",)
   disk_estimate: Callable[[Any], dict] = _nothing_to_estimate
   multiprocess: bool = False
+  plan: Callable[[Any], list] | None = None   # The job's sweep pieces (`grid.Slice`), if any.
 
   def check(self, config) -> None:
     """Everything that can be checked before work: keys, grids, the job's own checks, and
@@ -92,7 +93,7 @@ def get(name: str) -> Job:
   return Job(name, module.run, module.default_config, module.validate,
              getattr(module, "GRIDS", ()), getattr(module, "DIRS", ("workdir",)),
              getattr(module, "disk_estimate", _nothing_to_estimate),
-             getattr(module, "MULTIPROCESS", False))
+             getattr(module, "MULTIPROCESS", False), getattr(module, "plan", None))
 
 
 def resolve(config) -> Job:

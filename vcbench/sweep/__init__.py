@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 from vcbench import files, jobs
 from vcbench.errors import UserError
 from vcbench.jobs.grid import Slice
-from vcbench.store import Cell, ResultStore, record_line
+from vcbench.store import ResultStore, record_key, record_line
 
 SCRATCH = "sweep"            # <workdir>/sweep/<piece>/: a worker's own workdir.
 STORE = "results.jsonl"
@@ -71,13 +71,11 @@ def load_plugins(specs: Sequence[str]) -> None:
 
 
 def plan(job: jobs.Job, config) -> list[Slice]:
-  module = importlib.import_module(f"{jobs.__name__}.{job.name}")
-  if not hasattr(module, "plan"):
-    sweepable = [n for n in jobs.names()
-                 if hasattr(importlib.import_module(f"{jobs.__name__}.{n}"), "plan")]
+  if job.plan is None:
+    sweepable = [n for n in jobs.names() if jobs.get(n).plan is not None]
     raise SweepError(f"job {job.name!r} cannot be swept (it defines no plan(config)); "
                      f"sweepable jobs: {', '.join(sweepable)}")
-  return module.plan(config)
+  return job.plan(config)
 
 
 def pending(pieces: Iterable[Slice], store: ResultStore) -> list[Slice]:
@@ -96,16 +94,12 @@ def pending(pieces: Iterable[Slice], store: ResultStore) -> list[Slice]:
 # -------------------------------------------------------------------------------------------
 
 
-def _identity(record: dict) -> tuple[Cell, str]:
-  return Cell.from_dict(record["cell"]), record["config_hash"]
-
-
 def _seed_scratch(main: ResultStore, scratch: ResultStore) -> None:
   """Writes the scratch store as its own records plus the main store's others (atomically):
   the piece then skips every cell that is already done, here or there."""
   own = scratch.records()
-  have = {_identity(r) for r in own}
-  records = own + [r for r in main.records() if _identity(r) not in have]
+  have = {record_key(r) for r in own}
+  records = own + [r for r in main.records() if record_key(r) not in have]
   files.atomic_write(scratch.path, lambda f: f.write(b"".join(map(record_line, records))))
 
 
@@ -148,7 +142,7 @@ def run_piece(config, piece: Slice, plugins: Sequence[str] = (),
     known = main.completed()
     _seed_scratch(main, scratch)
     job.run(sub)
-  new = [r for r in scratch.records() if _identity(r) not in known]
+  new = [r for r in scratch.records() if record_key(r) not in known]
   if writer is not None:
     append_new(ResultStore(main.path, writer=writer), new)
   return new
@@ -165,7 +159,7 @@ def append_new(store: ResultStore, records: Iterable[dict]) -> int:
   done = store.completed()
   n = 0
   for r in records:
-    key = _identity(r)
+    key = record_key(r)
     if key not in done:
       store.append_record(r)
       done.add(key)
