@@ -7,8 +7,8 @@ within the calibration budget, and training with data augmentation.
         # the severity sweep and Table 3 (9 adaptations of 166k steps + one augmented
         # training of 410k); not timed end to end with the 64x64 agents. The severity sweep
         # with clean and severity 5 (52 cells, `--config.adapt.methods='()'` and `only` the
-        # graded corruptions) took ~2.3 h on 2 CPU cores shared with tests (spatter cells
-        # 3-15 min, the others 35-140 s). Table 3 alone
+        # graded corruptions) took ~2.5 h wall, 15 min of it paused, on 2 CPU cores shared
+        # with tests (spatter cells 3-15 min, the others 35-145 s). Table 3 alone
         # (its 4 reference cells + 9 adaptations, `--config.sweep=False --config.only=...`) took
         # 2 h on 2 CPU cores shared with a training and tests; the augmented training 30 min
   python -m launch.main --config configs/robustnav.py:table2     # Table 2 only: 38 cells of
