@@ -4,8 +4,8 @@
       --out=runs/colosseum/report
 
 Writes tables.md, expert.md (when the store holds the expert-solvability check),
-percent_change.png and polar.png under --out (see `vcbench.reports.colosseum`) and prints the
-tables.
+percent_change.png, polar.png and the PVR comparison over seeds (comparison.md/.png) under --out
+(see `vcbench.reports.colosseum`) and prints the tables and the comparison.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from launch import cli
 from launch import report_cli
 from vcbench.reports import colosseum as report
 
-main = report_cli.main_for("colosseum_report", report.write_report, ("tables", "expert"))
+main = report_cli.main_for("colosseum_report", report.write_report, ("tables", "expert", "comparison"))
 
 if __name__ == "__main__":
   cli.run(main)

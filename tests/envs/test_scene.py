@@ -70,13 +70,17 @@ def test_clean_scene_renders_and_steps_like_plain_metaworld():
 
 
 def test_asset_banks_and_colours():
-  """>= 20 textures (images and procedural), >= 10 distractors, Colosseum's 20 colours."""
+  """>= 100 textures (packaged images of two packages, and procedural), >= 50 distractors
+  made of packaged meshes, three cameras, Colosseum's 20 colours."""
   images = [t for t in scene.TEXTURES if t.file]
   procedural = [t for t in scene.TEXTURES if t.builtin]
-  assert len(scene.TEXTURES) >= 20 and len(images) >= 10 and len(procedural) >= 8
+  assert len(scene.TEXTURES) >= 100 and len(images) >= 80 and len(procedural) >= 20
+  assert {t.package for t in images} == {"metaworld", "labmaze"}
   assert len(images) + len(procedural) == len(scene.TEXTURES)
   assert len({t.name for t in scene.TEXTURES}) == len(scene.TEXTURES)
-  assert len(scene.DISTRACTORS) >= 10
+  meshes = [n for n, parts in scene.DISTRACTORS.items() if any(p.kind == "mesh" for p in parts)]
+  assert len(meshes) >= 50 and len(scene.DISTRACTORS) >= 60
+  assert len(scene.CAMERAS) == 3 and scene.CAMERA in scene.CAMERAS
   assert len(scene.COLOURS) == 20 and len(set(scene.COLOURS.values())) == 20
   assert scene.COLOURS["red"] == (1.0, 0.0, 0.0)
   assert scene.COLOURS["navy"] == (0.0, 0.0, 0.5)
@@ -88,7 +92,8 @@ def test_asset_banks_and_colours():
 
 def test_texture_materials_and_distractors_are_in_the_model(hammer):
   """Every bank material is compiled with its texture (images decoded as is), and every
-  distractor is parked at PARK, visible, and collides with nothing."""
+  distractor is parked at PARK, transparent (never drawn), and collides with nothing; fitted
+  meshes are ~10 cm."""
   idx = scene.index(hammer, ("hammerbody",), ("box",))
   assert idx.materials.shape == (len(scene.TEXTURES),) and np.all(idx.materials >= 0)
   assert len(set(idx.materials.tolist())) == len(scene.TEXTURES)
@@ -102,7 +107,8 @@ def test_texture_materials_and_distractors_are_in_the_model(hammer):
     pixels = np.unique(data.reshape(size * size, -1), axis=0)
     assert len(pixels) >= 2, tex.name  # Not a blank texture.
     if tex.file:
-      np.testing.assert_array_equal(data, scene._image(tex.file).ravel(), err_msg=tex.name)
+      np.testing.assert_array_equal(data, scene._image(tex.package, tex.file).ravel(),
+                                    err_msg=tex.name)
     if tex.name == "checker_red_white":
       assert {tuple(p) for p in pixels} == {(255, 0, 0), (255, 255, 255)}
 
@@ -117,8 +123,16 @@ def test_texture_materials_and_distractors_are_in_the_model(hammer):
     geoms = np.flatnonzero(hammer.geom_bodyid == body)
     assert len(geoms) == len(parts)
     assert np.all(hammer.geom_contype[geoms] == 0) and np.all(hammer.geom_conaffinity[geoms] == 0)
-    assert np.all(hammer.geom_group[geoms] <= 2)  # Rendered.
-  assert idx.camera >= 0 and hammer.camera(idx.camera).name == scene.CAMERA
+    assert np.all(hammer.geom_group[geoms] <= 2)  # Rendered once shown ...
+    assert np.all(hammer.geom_rgba[geoms, 3] == 0)  # ... transparent while parked.
+    if parts[0].fit:
+      radius = hammer.geom_rbound[geoms[0]]   # About the mesh's centre of mass.
+      assert 0.05 - 1e-3 <= radius <= 0.1 * np.sqrt(3) + 1e-3, parts[0].mesh
+  np.testing.assert_array_equal(idx.distractor_geoms, np.flatnonzero(
+      np.isin(hammer.geom_bodyid, idx.distractors)))
+  np.testing.assert_array_equal(idx.distractors[idx.distractor_of],
+                                hammer.geom_bodyid[idx.distractor_geoms])
+  assert [hammer.camera(c).name for c in idx.cameras] == list(scene.CAMERAS)
 
 
 def test_scaling_a_subtree_scales_its_geoms_only(hammer_xml, hammer):

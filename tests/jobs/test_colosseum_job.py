@@ -28,8 +28,13 @@ def test_tiny_sweep_writes_records_the_report_reads(tmp_path):
   evaluated = [r for r in rows if r["benchmark"] == col.BENCHMARK]
   expert = [r for r in rows if r["benchmark"] == col.EXPERT_BENCHMARK]
   assert {r["corruption"] for r in evaluated} == set(config.test_sets)
+  assert {r["pvr"] for r in evaluated} == {"random_vit_ti", "state_oracle"}
   assert {r["corruption"] for r in expert} == set(config.test_sets) - {"MO_Size"}
-  by_set = {r["corruption"]: r for r in evaluated}
+  by_set = {r["corruption"]: r for r in evaluated if r["pvr"] == "random_vit_ti"}
+  oracle = {r["corruption"]: r for r in evaluated if r["pvr"] == "state_oracle"}
+  # The state oracle sees no pixels: a visual factor's episodes are its clean ones.
+  assert oracle["MO_Color"]["score"] == oracle[col.NONE]["score"]
+  assert oracle["MO_Color"]["mean_length"] == oracle[col.NONE]["mean_length"]
   # MO_Size does not apply to button-press-topdown: stored as excluded, with the reason.
   assert math.isnan(by_set["MO_Size"]["score"] if by_set["MO_Size"]["score"] is not None
                     else math.nan)
@@ -45,7 +50,8 @@ def test_tiny_sweep_writes_records_the_report_reads(tmp_path):
                 f"--out={tmp_path / 'report'}", tmp_path=tmp_path, timeout=300)
   assert report.returncode == 0, report.stderr[-3000:]
   assert "| button-press-topdown |" in report.stdout
-  for name in ("tables.md", "expert.md", "percent_change.png", "polar.png"):
+  for name in ("tables.md", "expert.md", "percent_change.png", "polar.png", "comparison.md",
+               "comparison.png"):
     assert (tmp_path / "report" / name).stat().st_size > 0
 
 
@@ -66,7 +72,11 @@ def test_gallery_draws_every_test_set(tmp_path):
     ("tasks", ("stack-cups",), "stack-cups"),
     ("test_sets", ("MO_Colour",), "MO_Colour"),
     ("expert_min_success", 1.5, "a rate in"),
-    ("pvrs", ("state_oracle",), "PVRs that see pixels"),
+    ("expert_rule", "lenient", "lenient"),
+    ("camera", "corner", "corner"),
+    ("task_horizons", "hammer=0", "positive integer"),
+    ("task_horizons", "stack-cups=300", "stack-cups"),
+    ("eval_overlap", "maybe", "maybe"),
 ])
 def test_bad_configs_are_refused_before_work(key, value, message):
   config = colosseum_config.get_config("tiny")
@@ -79,25 +89,35 @@ def test_bad_configs_are_refused_before_work(key, value, message):
 def test_speed_bench_runs_the_evaluation_path(tmp_path):
   done = _run("launch.bench.colosseum", "--pvr=random_vit_ti", "--render=32", "--img=32",
               "--tasks=drawer-open", "--episodes=1", "--horizon=3", "--envs=4", "--workers=0",
-              tmp_path=tmp_path, timeout=300)
+              f"--data_dir={tmp_path / 'data'}", tmp_path=tmp_path, timeout=300)
   assert done.returncode == 0, done.stderr[-3000:]
   applicable = sum(1 for t in col.TEST_SETS
                    if t in (col.NONE, col.ALL) or not col.inapplicable("drawer-open", t))
-  assert f"drawer-open: {applicable} episodes in" in done.stdout
-  assert "10 tasks x 14 factors x 25 episodes at this rate" in done.stdout
+  for mode in ("batches", "stream", "overlap"):
+    assert f"drawer-open / {mode}: {applicable} episodes" in done.stdout
+  assert "same episodes: True" in done.stdout
+  assert f"10 tasks x {len(col.FACTORS)} factors x 25 episodes at" in done.stdout
 
 
-def test_only_factors_are_excluded_by_the_expert_check(tmp_path):
+@pytest.mark.parametrize("rule", col.EXPERT_RULES)
+def test_only_factors_are_excluded_by_the_expert_check(tmp_path, rule):
   """A stored expert rate below the bar excludes a factor, never the baselines (no
-  perturbation, all perturbations); inapplicable factors carry their own reason."""
+  perturbation, all perturbations); inapplicable factors carry their own reason. The relative
+  rule's bar is 90% of the clean expert's rate (here 80% -> 72%), the absolute one's 90%."""
   config = colosseum_config.get_config("tiny")
   config.test_sets = (col.NONE, col.ALL, "MO_Color", "Camera_Pose", "MO_Size")
+  config.expert_rule = rule
   grid = grid_lib.Grid("colosseum", tmp_path, job.config_hash(config))
-  for test_set, rate in ((col.NONE, 0.5), (col.ALL, 0.5), ("MO_Color", 0.5),
-                         ("Camera_Pose", 0.9)):
+  for test_set, rate in ((col.NONE, 0.8), (col.ALL, 0.5), ("MO_Color", 0.7),
+                         ("Camera_Pose", 0.75)):
     grid.record(store_lib.Cell(benchmark=col.EXPERT_BENCHMARK, task="button-press-topdown",
                                pvr="expert", seed=0, corruption=test_set),
                 {"success_rate": rate, "episodes": 2})
   out = job.expert_exclusions(config, grid, "button-press-topdown")
-  assert set(out) == {"MO_Color", "MO_Size"}
-  assert "50% of 2 episodes" in out["MO_Color"] and "button box" in out["MO_Size"]
+  if rule == "relative":
+    assert set(out) == {"MO_Color", "MO_Size"}
+    assert "70% of 2 episodes (< 72%: 90% of its 80% without perturbation)" in out["MO_Color"]
+  else:
+    assert set(out) == {"MO_Color", "Camera_Pose", "MO_Size"}
+    assert "75% of 2 episodes (< 90%)" in out["Camera_Pose"]
+  assert "button box" in out["MO_Size"]

@@ -8,8 +8,10 @@ became the four-suite main job (20 test episodes; its MetaWorld cells are new), 
 former MetaWorld-only `quick` is `metaworld_quick` (the same numbers under another protocol
 name, so other hashes); vcbench-nav's objects became category sprites and its policy embeds the
 goal vector (every nav variant: its runs are new), while `objects='boxes'` with
-`policy.embed_vectors=False` still hashes as those variants did (`NAV_BEFORE_SPRITES`). A several-suite config has one hash per suite ("<variant>/<suite>";
-MetaWorld's name no suite).
+`policy.embed_vectors=False` still hashes as those variants did (`NAV_BEFORE_SPRITES`); the
+Colosseum's definitions grew (three cameras, 126 textures, 70 distractors, Object_Position,
+per-task horizons, the relative expert rule), so its cells are new. A several-suite config has
+one hash per suite ("<variant>/<suite>"; MetaWorld's name no suite).
 """
 import pytest
 
@@ -24,9 +26,9 @@ from vcbench.jobs import robustnav as robustnav_job
 
 GOLDEN = {
     "colosseum:full":
-        "4fdec4c223f6354ec835fd858f251d01de6ad98b038f96e5c311475f264d2343",
+        "4791827969777dd348ee823945458e1024238bd91cdc14778af9c176db8a2c0b",
     "colosseum:tiny":
-        "5e2a240631f03b03d88880114f22b4fe040be58c4e9df4b0960627c2db7e225e",
+        "89e4b5c1fb1e84d43a2a101f423395c907562107845a1d64fa7a3cb458954f34",
     "cortexbench:full":
         "d7ae490988537d9e6364a52c72efcabd3436f5a40617f9515e001604f345f443",
     "cortexbench:full:finetune":

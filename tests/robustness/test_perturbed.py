@@ -122,15 +122,15 @@ def test_refusals_and_excluded_factors():
     drawer.close()
   sim = col.make_sim("hammer", None, 50, excluded=("Camera_Pose",))()
   try:
-    cam = sim.target.camera
+    cam = sim.target.cameras
     pos, quat = np.array(sim.env.model.cam_pos[cam]), np.array(sim.env.model.cam_quat[cam])
     with pytest.raises(ValueError, match="Camera_Pose does not apply to hammer.*expert"):
       sim.reset(col.encode("Camera_Pose", 0))
     assert "Camera_Pose" not in sim.test_sets[col.ALL]
-    assert len(sim.test_sets[col.ALL]) == len(col.FACTORS) - 1
+    assert len(sim.test_sets[col.ALL]) == len(col.FACTORS) - 1 - len(col.NOT_IN_ALL)
     sim.reset(col.encode(col.ALL, 0))
-    np.testing.assert_array_equal(sim.env.model.cam_pos[sim.target.camera], pos)
-    np.testing.assert_array_equal(sim.env.model.cam_quat[sim.target.camera], quat)
+    np.testing.assert_array_equal(sim.env.model.cam_pos[sim.target.cameras], pos)
+    np.testing.assert_array_equal(sim.env.model.cam_quat[sim.target.cameras], quat)
   finally:
     sim.close()
 
@@ -169,3 +169,48 @@ def test_mo_size_scales_the_hammer_by_the_drawn_factor(hammer):
   result = col.expert_success("hammer", "MO_Size", 2, 200)
   assert result["success_rate"] == 1.0 and result["episodes"] == 2
   assert 1 <= result["mean_length"] < 200
+
+
+def test_object_position_draws_from_wider_boxes_and_restores_them(hammer):
+  """Object_Position: the episode's placements come from MetaWorld's own boxes widened about
+  their centres (outside them for some seeds), the same for the same seed, and the boxes are
+  MetaWorld's again afterwards; it is its own test set, not part of "all perturbations"."""
+  space = hammer.env._random_reset_space
+  low, high = np.array(space.low), np.array(space.high)
+  wide_low, wide_high = factors.widened(low, high, factors.Params().position_spread)
+  outside = 0
+  for seed in range(12):
+    hammer.reset(col.encode("Object_Position", seed))
+    vec = np.array(hammer.env._last_rand_vec)
+    assert (vec >= wide_low - 1e-9).all() and (vec <= wide_high + 1e-9).all()
+    outside += bool(((vec < low) | (vec > high)).any())
+    np.testing.assert_array_equal(hammer.env._random_reset_space.low, low)
+    hammer.reset(col.encode("Object_Position", seed))
+    np.testing.assert_array_equal(hammer.env._last_rand_vec, vec)
+    hammer.reset(col.encode(col.NONE, seed))
+    clean = np.array(hammer.env._last_rand_vec)
+    assert (clean >= low - 1e-9).all() and (clean <= high + 1e-9).all()
+  assert outside >= 3
+  assert "Object_Position" not in col.factors_of("hammer", col.ALL)
+  with pytest.raises(ValueError, match="PerturbedSim"):
+    factors.updates("Object_Position", None, hammer.env.model, hammer.target)
+
+
+def test_every_scene_camera_renders_its_own_view_and_camera_pose_moves_each():
+  """The front camera is top_cap2's view; the shoulder cameras see the work area from either
+  side (different images, the task in view); Camera_Pose changes each camera's image."""
+  from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415
+  frames = {}
+  for camera in ("top_cap2",) + tuple(scene.CAMERAS)[1:]:
+    sim = col.make_sim("drawer-open", mw.RenderConfig(size=48, camera=camera), 50)()
+    try:
+      clean = sim.reset(col.encode(col.NONE, 3))["rgb"].astype(int)
+      moved = sim.reset(col.encode("Camera_Pose", 3))["rgb"].astype(int)
+    finally:
+      sim.close()
+    assert clean.std() > 5 and np.abs(clean - moved).mean() > 1, camera
+    frames[camera] = clean
+  views = list(frames.values())
+  assert all(np.abs(a - b).mean() > 5 for i, a in enumerate(views) for b in views[i + 1:])
+  with pytest.raises(ValueError, match="no camera 'corner'"):
+    col.make_sim("drawer-open", mw.RenderConfig(size=48, camera="corner"), 50)()

@@ -220,12 +220,12 @@ def make_train(config, x, y, mesh=None) -> Trainer:
 def make_policy_step(embed: Callable[[Any, dict], jax.Array], act, history: int,
                      use_proprio: bool):
   """A `rollout.PolicyStep` that embeds each observation on device, keeps the last `history`
-  embeddings, fuses them as in training and acts. Carry: {'hist': [N, H, D], 'fresh': bool}
+  embeddings, fuses them as in training and acts. Carry: {'hist': [N, H, D], 'fresh': [N] bool}
   plus the frozen params it closes over: {'embed': ..., 'policy': Variables}."""
 
   def step(carry, obs):
     emb = embed(carry["embed"], obs)
-    fresh = carry["fresh"]
+    fresh = carry["fresh"][:, None, None]
     shifted = jnp.concatenate([carry["hist"][:, 1:], emb[:, None]], axis=1)
     repeated = jnp.repeat(emb[:, None], history, axis=1)
     hist = jnp.where(fresh, repeated, shifted)
@@ -233,7 +233,7 @@ def make_policy_step(embed: Callable[[Any, dict], jax.Array], act, history: int,
     if use_proprio:
       x = jnp.concatenate([x, obs["proprio"]], axis=-1)
     action = act(carry["policy"], x)
-    return {**carry, "hist": hist, "fresh": jnp.zeros_like(fresh)}, action
+    return {**carry, "hist": hist, "fresh": jnp.zeros_like(carry["fresh"])}, action
 
   return step
 
@@ -241,4 +241,10 @@ def make_policy_step(embed: Callable[[Any, dict], jax.Array], act, history: int,
 def initial_carry(embed_params, policy_state, num_envs: int, dim: int, history: int):
   return {"embed": embed_params, "policy": policy_state,
           "hist": jnp.zeros((num_envs, history, dim), jnp.float32),
-          "fresh": jnp.ones((), bool)}
+          "fresh": jnp.ones((num_envs,), bool)}
+
+
+def restart(carry, first: jax.Array):
+  """The carry with the envs flagged in `first` ([N] bool) starting a new episode: their
+  history is refilled from their next frame (an episode stream's refilled slots)."""
+  return {**carry, "fresh": carry["fresh"] | first}

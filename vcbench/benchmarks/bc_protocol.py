@@ -28,11 +28,12 @@ from vcbench import config as config_lib
 from vcbench import metrics as metrics_lib
 from vcbench.algos import bc, finetune, runner
 from vcbench.data.demos import Demos, episode_seeds
-from vcbench.envs import host, rollout
+from vcbench.envs import host, rollout, stream
 from vcbench.models import zoo
 from vcbench.models import embedder as embedder_lib
 from vcbench.models.embedder import Embedder
 
+OVERLAP = {"auto": None, "on": True, "off": False}   # config.eval_overlap -> Protocol.overlap
 # Config keys of the BC track (configs/cortexbench.py) that must be positive ints.
 POSITIVE = ("num_demos", "render_size", "embed_batch", "epochs", "val_episodes",
             "test_episodes", "horizon", "history", "batch_size", "eval_envs")
@@ -58,6 +59,11 @@ class Protocol:
   eval_envs: int = 10       # Episodes simulated side by side in one rollout.
   num_workers: int = 0      # Simulator worker processes (0: in the main process).
   stop_on_success: bool = True   # An episode ends at success (success-scored suites).
+  stream: bool = True       # Episodes streamed through the env slots (`envs.stream`);
+                            # False: fixed batches of eval_envs.
+  # Streams: two halves of eval_envs slots, one simulated while the device acts for the other
+  # (needs num_workers >= 2). None: where the policy runs on an accelerator (`stream.overlap_pays`).
+  overlap: Optional[bool] = None
 
   @classmethod
   def from_config(cls, config, proprio: bool = True, stop_on_success: bool = True
@@ -69,7 +75,9 @@ class Protocol:
                horizon=config.horizon, history=config.history,
                use_proprio=bool(config.use_proprio and proprio), batch_size=config.batch_size,
                lr=config.lr, hidden=tuple(config.hidden), eval_envs=config.eval_envs,
-               num_workers=config.num_workers, stop_on_success=stop_on_success)
+               num_workers=config.num_workers, stop_on_success=stop_on_success,
+               stream=bool(config.get("eval_stream", True)),
+               overlap=OVERLAP[config.get("eval_overlap", "auto")])
 
   def bc_config(self, seed: int):
     """The `bc.default_config` of this protocol's learner."""
@@ -89,6 +97,8 @@ def validate_config(config, pvrs) -> dict[str, str]:
   """Checks the BC-track keys of a job config; returns its PVR checkpoints (pvr -> path)."""
   config_lib.require_ints(config, POSITIVE)
   config_lib.require_ints(config, ("img_size", "eval_every", "num_workers"), minimum=0)
+  if "eval_overlap" in config:
+    config_lib.require_choice(config, "eval_overlap", tuple(OVERLAP))
   config_lib.require(config, "seeds", lambda v: len(v) > 0, "at least one seed")
   config_lib.require(config, "camera", lambda v: isinstance(v, str) and v, "a camera name")
   checkpoints = config_lib.parse_mapping(config, "checkpoints", pvrs)
@@ -99,63 +109,99 @@ def validate_config(config, pvrs) -> dict[str, str]:
 
 
 class Evaluator:
-  """Rollouts of BC policies: one host env batch (for one task at a time, `switch` moves on),
-  one compiled rollout per embedder (policy params are arguments, so every evaluation epoch,
-  seed and task reuses it)."""
+  """Rollouts of BC policies on one task at a time (`switch` moves on), one compiled program
+  per embedder (policy params are arguments, so every evaluation epoch, seed and task reuses
+  it). With `protocol.stream` (the default) episodes stream through the env slots and the host
+  simulators overlap the device (`envs.stream`); otherwise they run in fixed batches of
+  `eval_envs` (`envs.rollout`), the reference the stream is tested against."""
 
   def __init__(self, make_sim: Callable[[], host.HostSim], protocol: Protocol):
     self.protocol = protocol
-    self.env = host.HostEnv(self._batch(make_sim))
     self._compiled: dict[str, Callable] = {}
-
-  def _batch(self, make_sim) -> host.SimBatch:
-    p = self.protocol
-    return host.SimBatch(make_sim, p.eval_envs, horizon=p.horizon, num_workers=p.num_workers,
-                         stop_on_success=p.stop_on_success)
-
-  def switch(self, make_sim: Callable[[], host.HostSim]) -> None:
-    """Moves to another task. With the same observation and action shapes the compiled
-    rollouts are kept; otherwise (e.g. DMC's walker after its reacher) they are rebuilt."""
-    batch = self._batch(make_sim)
-    if self.env.can_rebind(batch):
-      self.env.rebind(batch).close()
+    if protocol.stream:
+      self.runner = stream.EpisodeStream(self._batches(make_sim))
     else:
-      self.env.close()
-      self.env, self._compiled = host.HostEnv(batch), {}
+      self.runner = host.HostEnv(self._batches(make_sim)[0])
 
-  def _rollout_fn(self, embedder: Embedder, act):
+  def _batches(self, make_sim) -> list[host.SimBatch]:
+    p = self.protocol
+    if p.stream:
+      return stream.make_batches(make_sim, p.eval_envs, horizon=p.horizon,
+                                 stop_on_success=p.stop_on_success, num_workers=p.num_workers,
+                                 overlap=stream.overlap_pays() if p.overlap is None
+                                 else p.overlap)
+    return [host.SimBatch(make_sim, p.eval_envs, horizon=p.horizon, num_workers=p.num_workers,
+                          stop_on_success=p.stop_on_success)]
+
+  def switch(self, make_sim: Callable[[], host.HostSim], horizon: Optional[int] = None) -> None:
+    """Moves to another task (with its own `horizon`, if given). With the same observation and
+    action shapes the compiled programs are kept (fixed batches: and the same horizon, their
+    scan length); otherwise (e.g. DMC's walker after its reacher) they are rebuilt."""
+    if horizon is not None and horizon != self.protocol.horizon:
+      self.protocol = dataclasses.replace(self.protocol, horizon=int(horizon))
+      if not self.protocol.stream:
+        self._compiled = {}
+    batches = self._batches(make_sim)
+    runner = self.runner
+    same = (runner.can_rebind(batches) if self.protocol.stream
+            else runner.can_rebind(batches[0]))
+    if same:
+      old = runner.rebind(batches) if self.protocol.stream else [runner.rebind(batches[0])]
+      for b in old:
+        b.close()
+    else:
+      runner.close()
+      self.runner = (stream.EpisodeStream(batches) if self.protocol.stream
+                     else host.HostEnv(batches[0]))
+      self._compiled = {}
+
+  def _program(self, embedder: Embedder, act):
     if embedder.fingerprint not in self._compiled:
       p = self.protocol
       step = bc.make_policy_step(embedder.fn, act, p.history, p.use_proprio)
-      def fn(carry, seeds):
-        state, traj = rollout.rollout(self.env, step, carry, seeds, p.horizon)
-        # Done envs are not stepped again: the final state holds each episode's last score.
-        return traj, state.metrics["score"]
+      if p.stream:
+        fn = self.runner.program(step, bc.restart)
+      else:
+        def fn(carry, seeds):
+          state, traj = rollout.rollout(self.runner, step, carry, seeds, p.horizon)
+          # Done envs are not stepped again: the final state holds each episode's last score.
+          return traj, state.metrics["score"]
       self._compiled[embedder.fingerprint] = jax.jit(fn)
     return self._compiled[embedder.fingerprint]
 
-  def episodes(self, embedder: Embedder, act, policy, seeds: list[int]) -> dict:
+  def episodes(self, embedder: Embedder, act, policy, seeds: list[int],
+               record_actions: bool = False) -> dict:
     """Per-episode `success` (bool), `length`, `return` and `score` (the simulator's last
-    `info['score']`, NaN if it reports none) over `seeds`, in order (the last batch padded
-    with idle slots)."""
-    n = self.env.num_envs
-    fn = self._rollout_fn(embedder, act)
-    out = {"success": [], "length": [], "return": [], "score": []}
+    `info['score']`, NaN if it reports none) over `seeds`, in order; with `record_actions`
+    also `actions`, each episode's [length, action_dim] actions."""
+    fn = self._program(embedder, act)
+    carry = lambda n: bc.initial_carry(embedder.params, policy, n, embedder.dim,
+                                       self.protocol.history)
+    if self.protocol.stream:
+      return self.runner.run(fn, [carry(n) for n in self.runner.sizes], seeds, record_actions)
+    return self._batched(fn, carry, seeds, record_actions)
+
+  def _batched(self, fn, carry, seeds: list[int], record_actions: bool) -> dict:
+    n = self.runner.num_envs
+    out = {"success": [], "length": [], "return": [], "score": [], "actions": []}
     for start in range(0, len(seeds), n):
       chunk = list(seeds[start:start + n])
       chunk += [-1] * (n - len(chunk))  # Idle slots: never stepped or rendered.
-      carry = bc.initial_carry(embedder.params, policy, n, embedder.dim, self.protocol.history)
-      traj, score = fn(carry, jnp.asarray(chunk, jnp.int32))
+      traj, score = fn(carry(n), jnp.asarray(chunk, jnp.int32))
       keep = min(n, len(seeds) - start)
+      active = np.asarray(traj.active)
       out["success"].append(np.asarray(traj.success[-1])[:keep])
-      out["length"].append(np.asarray(traj.active).sum(0)[:keep])
+      out["length"].append(active.sum(0)[:keep])
       # Idle and finished steps carry no reward: the sum is each episode's return.
       out["return"].append(np.asarray(traj.reward, np.float64).sum(0)[:keep])
       out["score"].append(np.asarray(score, np.float64)[:keep])
-    return {k: np.concatenate(v) for k, v in out.items()}
+      out["actions"] += [np.asarray(traj.action)[active[:, i], i] for i in range(keep)]
+    actions = out.pop("actions")
+    out = {k: np.concatenate(v) for k, v in out.items()}
+    return {**out, "actions": actions} if record_actions else out
 
   def close(self):
-    self.env.close()
+    self.runner.close()
 
 
 def episode_scores(episodes: dict, score: Score = success_score) -> list[float]:

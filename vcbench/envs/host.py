@@ -59,7 +59,7 @@ class _Group:
     self.horizon, self.stop_on_success = horizon, stop_on_success
     self.spec = self.sims[0].observation_spec()
     self.action_dim = int(self.sims[0].action_dim)
-    self._last_obs = [None] * n
+    self._last_obs = [{k: np.zeros(shape, dt) for k, (shape, dt) in self.spec.items()}] * n
     self.steps = np.zeros(n, np.int32)
     self.success = np.zeros(n, bool)
     self.score = np.full(n, np.nan, np.float32)
@@ -74,6 +74,19 @@ class _Group:
     # A negative seed leaves its slot idle (done from the start, never stepped or rendered
     # again): it pads a batch to its fixed size at the cost of one reset.
     self.done[:] = (self.horizon <= 0) | (np.asarray(seeds) < 0)
+    return self._stack(), np.zeros(len(self.sims), np.float32), self.done.copy(), \
+        self.success.copy(), self.steps.copy(), self.score.copy()
+
+  def refill(self, seeds: np.ndarray):
+    """Starts an episode in each slot whose seed is >= 0, leaves those at -1 as they are
+    and makes those below -1 idle (an episode stream's refill of the slots that finished)."""
+    for i, seed in enumerate(seeds):
+      if seed >= 0:
+        self._last_obs[i] = self.sims[i].reset(int(seed))
+        self.steps[i], self.success[i], self.score[i] = 0, False, np.nan
+        self.done[i] = self.horizon <= 0
+      elif seed < -1:
+        self.done[i] = True
     return self._stack(), np.zeros(len(self.sims), np.float32), self.done.copy(), \
         self.success.copy(), self.steps.copy(), self.score.copy()
 
@@ -141,6 +154,7 @@ class SimBatch:
     self.score = np.full(num_envs, np.nan, np.float32)
     workers = min(num_workers, num_envs)
     self._local, self._conns, self._procs = None, [], []
+    self._pending, self._result = None, None
     if workers <= 0:
       self._local = _Group(make_sim, num_envs, horizon, stop_on_success)
       self.spec, self.action_dim = self._local.spec, self._local.action_dim
@@ -164,27 +178,58 @@ class SimBatch:
       raise RuntimeError(f"SimBatch worker failed:\n{payload}")
     return payload
 
-  def _call(self, cmd: str, arg: np.ndarray):
-    """Runs `cmd` on every env; keeps the score, returns the other five results."""
+  def send(self, cmd: str, arg: np.ndarray) -> None:
+    """Starts `cmd` ('reset', 'refill' or 'step') on every env and returns at once when the
+    envs live in worker processes (they work while the caller does something else); in this
+    process it runs now. `receive` collects the result; one request is in flight at a time."""
+    if self._pending is not None:
+      raise RuntimeError(f"SimBatch.send({cmd!r}): the previous {self._pending!r} was not "
+                         f"received yet.")
     if self._local is not None:
-      out = getattr(self._local, cmd)(arg)
+      self._result = getattr(self._local, cmd)(arg)
     else:
-      parts = np.split(arg, np.cumsum(self._chunks)[:-1])
-      for conn, part in zip(self._conns, parts):
+      for conn, part in zip(self._conns, np.split(arg, np.cumsum(self._chunks)[:-1])):
         conn.send((cmd, part))
+    self._pending = cmd
+
+  def receive(self):
+    """The result of the request in flight: (obs, reward, done, success, steps); keeps the
+    score."""
+    if self._pending is None:
+      raise RuntimeError("SimBatch.receive: no request in flight.")
+    self._pending = None
+    if self._local is not None:
+      out, self._result = self._result, None
+    else:
       outs = [self._receive(c) for c in self._conns]
       obs = {k: np.concatenate([o[0][k] for o in outs]) for k in self.spec}
       out = (obs, *(np.concatenate([o[i] for o in outs]) for i in range(1, 6)))
     self.score = out[5]
     return out[:5]
 
+  @property
+  def in_flight(self) -> bool:
+    return self._pending is not None
+
+  def _call(self, cmd: str, arg: np.ndarray):
+    self.send(cmd, arg)
+    return self.receive()
+
+  def _seeds(self, seeds, name: str) -> np.ndarray:
+    seeds = np.asarray(seeds, np.int64).reshape(-1)
+    if seeds.shape != (self.num_envs,):
+      raise ValueError(f"SimBatch.{name}: expected {self.num_envs} seeds, got {seeds.shape}.")
+    return seeds
+
   def reset(self, seeds: np.ndarray):
     """-> (obs, reward, done, success, steps), each batched over envs. A negative seed leaves
     that env idle for the episode (done from the start): padding for a partial batch."""
-    seeds = np.asarray(seeds, np.int64).reshape(-1)
-    if seeds.shape != (self.num_envs,):
-      raise ValueError(f"SimBatch.reset: expected {self.num_envs} seeds, got {seeds.shape}.")
-    return self._call("reset", seeds)
+    return self._call("reset", self._seeds(seeds, "reset"))
+
+  def refill(self, seeds: np.ndarray):
+    """Starts an episode in each env whose seed is >= 0, leaves those at -1 as they are and
+    makes those below -1 idle; -> (obs, reward, done, success, steps) as `reset`."""
+    return self._call("refill", self._seeds(seeds, "refill"))
 
   def step(self, actions: np.ndarray):
     """-> (obs, reward, done, success, steps); done envs are left as they are."""
@@ -200,6 +245,8 @@ class SimBatch:
       self._local = None
     for conn, proc in zip(self._conns, self._procs):
       try:
+        if self._pending is not None:
+          conn.recv()   # The reply to the request in flight, e.g. after an error mid-stream.
         conn.send(("close", None))
         conn.recv()
       except (EOFError, OSError, BrokenPipeError):
@@ -207,7 +254,7 @@ class SimBatch:
       proc.join(timeout=10)
       if proc.is_alive():
         proc.kill()
-    self._conns, self._procs = [], []
+    self._conns, self._procs, self._pending = [], [], None
 
   def __enter__(self):
     return self

@@ -22,6 +22,8 @@ from vcbench import provenance
 from vcbench.benchmarks import bc_protocol
 from vcbench.benchmarks import colosseum as col
 from vcbench.benchmarks import cortexbench
+from vcbench.envs.mujoco import scene
+from vcbench.data import demos as demos_lib
 from vcbench.data.demos import episode_seeds
 from vcbench.jobs import cortexbench as cortexbench_job
 from vcbench.jobs import grid as grid_lib
@@ -52,12 +54,15 @@ def default_config() -> ml_collections.ConfigDict:
   c.render_size, c.img_size = 128, 112
   c.epochs, c.eval_every = 100, 20
   c.val_episodes, c.test_episodes = 10, 25
-  c.horizon = 200            # MetaWorld's experts need <= 130 steps under every factor.
+  c.horizon = col.DEFAULT_HORIZON   # Steps per episode, but for the tasks below.
+  # "task=steps,...": tasks whose clean expert needs longer (benchmarks/colosseum.py HORIZONS).
+  c.task_horizons = ",".join(f"{t}={h}" for t, h in col.HORIZONS.items())
   c.eval_envs = 10
   c.num_workers = 2
   c.factor_seed = 0          # Base of every factor draw (episode seeds are the test split's).
   c.expert_episodes = 25
   c.expert_min_success = col.EXPERT_MIN_SUCCESS
+  c.expert_rule = "relative"  # Exclude below 90% of the clean expert's rate ("absolute": 90%).
   return c
 
 
@@ -65,13 +70,22 @@ def validate(config) -> None:
   config_lib.require_choice(config, "tasks", col.TASKS)
   config_lib.require_choice(config, "test_sets", col.TEST_SETS)
   config_lib.require_choice(config, "pvrs", embedder_lib.names())
-  config_lib.require(config, "pvrs", lambda v: embedder_lib.STATE_ORACLE not in v,
-                     "PVRs that see pixels (the Colosseum perturbs what the camera sees; the "
-                     "state oracle would score every factor but friction and mass as clean)")
   bc_protocol.validate_config(config, config.pvrs)
   config_lib.require_ints(config, ("expert_episodes",))
   config_lib.require_ints(config, ("factor_seed",), minimum=0)
   config_lib.require(config, "expert_min_success", lambda v: 0 <= v <= 1, "a rate in [0, 1]")
+  config_lib.require_choice(config, "expert_rule", col.EXPERT_RULES)
+  config_lib.require_choice(config, "camera", ("top_cap2",) + tuple(scene.CAMERAS))
+  for task, steps in config_lib.parse_mapping(config, "task_horizons", col.TASKS).items():
+    if not steps.isdigit() or int(steps) < 1:
+      raise config_lib.ConfigError(f"config.task_horizons gives {task} {steps!r} steps; "
+                                   f"expected a positive integer")
+
+
+def task_horizon(config, task: str) -> int:
+  """`task`'s steps per episode: config.task_horizons', else config.horizon."""
+  return int(config_lib.parse_mapping(config, "task_horizons", col.TASKS).get(
+      task, config.horizon))
 
 
 def definitions_digest() -> str:
@@ -131,15 +145,16 @@ def expert_exclusions(config, grid: grid_lib.Grid, task: str) -> dict[str, str]:
 
   def expert_rate(test_set: str, excluded: tuple[str, ...]) -> float:
     if test_set not in done:
-      metrics = col.expert_success(task, test_set, config.expert_episodes, config.horizon,
-                                   config.factor_seed, episode_seeds("test", 1)[0], excluded)
+      metrics = col.expert_success(task, test_set, config.expert_episodes,
+                                   task_horizon(config, task), config.factor_seed,
+                                   episode_seeds("test", 1)[0], excluded)
       grid.record(Cell(benchmark=col.EXPERT_BENCHMARK, task=task, pvr="expert", seed=0,
                        corruption=test_set), metrics)
       done[test_set] = metrics["success_rate"]
     return done[test_set]
 
   return col.expert_exclusions(task, config.test_sets, expert_rate, config.expert_min_success,
-                               config.expert_episodes)
+                               config.expert_episodes, rule=config.expert_rule)
 
 
 def _run_task(track: cortexbench_job.Track, grid: grid_lib.Grid, task: str,
@@ -147,16 +162,31 @@ def _run_task(track: cortexbench_job.Track, grid: grid_lib.Grid, task: str,
   config = track.config
   # 100 demos need more than CortexBench's 100 attempts where the expert fails at times
   # (bin-picking: 93 of 100); the same seeds are tried in the same order either way.
-  demos = track.demos(task, max_steps=config.horizon, max_attempts=2 * config.num_demos)
+  horizon = task_horizon(config, task)
+  demos = track.demos(task, demo_source(track, task, horizon), max_steps=horizon,
+                      max_attempts=2 * config.num_demos)
   factors_excluded = {f: why for f, why in excluded.items() if f in col.FACTORS}
-  make_sim = col.make_sim(task, track.render, config.horizon, config.factor_seed,
-                          factors_excluded)
   for unit in grid.pending(units):
     _, pvr, seed = unit.key
+    pixels = pvr != embedder_lib.STATE_ORACLE   # The oracle's simulator renders nothing.
+    make_sim = col.make_sim(task, track.render if pixels else None, horizon,
+                            config.factor_seed, factors_excluded)
     emb_fn = track.embedder(pvr, task)
     emb = track.embeddings(task, emb_fn, demos)
-    evaluator = track.evaluator(task, True, make_sim)
+    evaluator = track.evaluator(task, pixels, make_sim, horizon)
     _run_cell(track, grid, evaluator, emb_fn, demos, emb, unit, excluded)
+
+
+def demo_source(track: cortexbench_job.Track, task: str, horizon: int):
+  """Where the clean demos come from: CortexBench's MetaWorld demos through top_cap2 (the
+  front camera's frames are the same pixels), or the unperturbed Colosseum scene for its
+  other cameras (None: the suite's own)."""
+  if track.config.camera == "top_cap2":
+    return None
+  suite = track.suite
+  return demos_lib.Source(make_sim=col.make_sim(task, track.render, horizon),
+                          expert=suite.expert(task), success_only=suite.success_ends_episode,
+                          version=f"{suite.version()}+colosseum-scene")
 
 
 def _run_cell(track, grid, evaluator, emb_fn, demos, emb, unit: grid_lib.Unit,

@@ -37,7 +37,7 @@ from vcbench.store import Cell
 # cells already in the store, so a sweep can grow by a seed, task or PVR. What a run logs
 # (`tensorboard`) changes no number either.
 NOT_HASHED = ("workdir", "data_dir", "num_workers", "tasks", "task_subset", "pvrs", "seeds",
-              "tensorboard")
+              "tensorboard", "eval_stream", "eval_overlap")
 # Which of a suite's tasks run when config.tasks is (): all, its `quick_tasks`, or the first.
 TASK_SUBSETS = ("all", "quick", "tiny")
 GRIDS = ("pvrs", "seeds")   # And tasks, once the suite's default is filled in (`for_suite`).
@@ -83,6 +83,10 @@ def default_config() -> ml_collections.ConfigDict:
   c.hidden = (256, 256, 256)
   c.eval_envs = 10           # Validation is one batch; test three (the last half idle).
   c.num_workers = 0
+  c.eval_stream = True       # Episodes streamed through the eval_envs slots, refilled as they
+                             # end (False: fixed batches); the same episodes either way.
+  c.eval_overlap = "auto"    # Streams: simulate one half of the slots while the policy acts for
+                             # the other: on | off | auto (on where the policy has an accelerator).
   c.tensorboard = False      # BC's loss and validation curves as TensorBoard event files in
                              # <workdir>/tb/<task>/<pvr>/seed<seed> (an MAE adaptation's loss:
                              # in its directory under <data_dir>/adapted).
@@ -194,8 +198,10 @@ class Track:
     self.checkpoints = config_lib.parse_mapping(config, "checkpoints", config.pvrs)
     self._embedders, self._evaluators = {}, {}   # pvr -> Embedder; pixels -> (task, Evaluator)
 
-  def demos(self, task: str, **overrides) -> demos_lib.Demos:
-    """The task's demos (generated on first use), with a line saying what they are."""
+  def demos(self, task: str, source: demos_lib.Source | None = None,
+            **overrides) -> demos_lib.Demos:
+    """The task's demos (generated on first use, from the suite's simulator and expert or
+    `source`), with a line saying what they are."""
     # The expert runs to the suite's own horizon whatever the evaluation horizon (MetaWorld: 500).
     overrides = {"max_steps": self.suite.horizon, **overrides}
     if self.suite.success_ends_episode:
@@ -206,8 +212,8 @@ class Track:
                                                2 * self.config.num_demos))
     cfg = demos_lib.DemoConfig(suite=self.suite.name, task=task,
                                num_demos=self.config.num_demos, render=self.render, **overrides)
-    demos = demos_lib.load_or_generate(
-        self.data_dir, cfg, self.suite.demo_source(task, self.render, cfg.max_steps))
+    source = source or self.suite.demo_source(task, self.render, cfg.max_steps)
+    demos = demos_lib.load_or_generate(self.data_dir, cfg, source)
     expert = (f"expert success {100 * demos.meta['expert_success_rate']:.0f}%"
               if self.suite.success_ends_episode
               else f"expert mean return {np.mean(demos.meta['returns']):.1f}")
@@ -227,18 +233,21 @@ class Track:
     return embeddings.load_or_compute(self.data_dir, task, emb_fn, demos,
                                       self.config.embed_batch)
 
-  def evaluator(self, task: str, pixels: bool, make_sim=None) -> bc_protocol.Evaluator:
+  def evaluator(self, task: str, pixels: bool, make_sim=None,
+                horizon: int | None = None) -> bc_protocol.Evaluator:
     """The evaluator of pixel (or state-only) policies on `task` (the suite's simulator, or
-    `make_sim`'s), compiled once and moved from task to task."""
+    `make_sim`'s; episodes of `horizon` steps, default the protocol's), compiled once and moved
+    from task to task."""
     make_sim = make_sim or self.suite.make_sim(task, self.render if pixels else None,
                                                self.config.horizon)
     if pixels not in self._evaluators:
       # Without pixels a step is under 1 ms of physics (1.4-2.2k steps/s on these CPUs): worker
       # processes would only add IPC.
       p = self.protocol if pixels else dataclasses.replace(self.protocol, num_workers=0)
+      p = dataclasses.replace(p, horizon=horizon or p.horizon)
       self._evaluators[pixels] = (task, bc_protocol.Evaluator(make_sim, p))
     elif self._evaluators[pixels][0] != task:
-      self._evaluators[pixels][1].switch(make_sim)
+      self._evaluators[pixels][1].switch(make_sim, horizon or self.protocol.horizon)
       self._evaluators[pixels] = (task, self._evaluators[pixels][1])
     return self._evaluators[pixels][1]
 

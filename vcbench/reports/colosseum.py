@@ -2,10 +2,12 @@
 
   tables.md           Tables II-V: per PVR, success % per task and test set, the task mean and
                       the % change against No perturbation
-  expert.md           the scripted expert's success per task and test set (< 90%: excluded);
-                      only when the rows hold the expert-solvability check
+  expert.md           the scripted expert's success per task and test set (marked where the
+                      job excluded the factor for it); only when the rows hold the check
   percent_change.png  Figure 5: % change of task-averaged success vs No perturbation, per PVR
   polar.png           Figure 1: task-averaged success per test set, one polygon per PVR
+  comparison.md/.png  the PVRs compared over seeds (mean ± s.e.), the most robust per factor
+                      (`reports.colosseum_compare`)
 
 A '-' cell is the paper's: the factor does not apply to the task, the perturbed task is not
 solvable by the expert, or the cell was not evaluated (excluded cells are listed with their
@@ -16,76 +18,36 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from matplotlib import figure as figure_lib
 import numpy as np
 
 from vcbench.benchmarks import colosseum as cb
+from vcbench.reports import colosseum_compare
 from vcbench.reports import plots
 from vcbench.reports import tables
+from vcbench.reports.colosseum_rows import (DASH, Rows, finite, label, scored_rows,
+                                            task_mean, task_order, test_set_order)
 from vcbench import store as store_lib
 
 FILES = {"tables": "tables.md", "expert": "expert.md", "percent_change": "percent_change.png",
          "polar": "polar.png"}
-DASH = "-"
 FAIL = "✗"
-LABELS = {cb.NONE: "No perturbation", cb.ALL: "All perturbations"}
-
 Table = Mapping[str, Mapping[str, Mapping[str, float]]]  # pvr -> task -> test set -> success %
-Rows = Any  # Store rows (an iterable of dicts) or a pandas DataFrame of them: see `as_rows`.
-
-
-def _label(test_set: str) -> str:
-  return LABELS.get(test_set, test_set)
-
-
-def _finite(x: Any) -> bool:
-  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def scored_rows(rows: Rows) -> list[dict[str, Any]]:
-  """The Colosseum rows, copied, with `score` NaN where the cell is excluded or has no score.
-
-  The store reads a NaN metric back as None; `colosseum.success_table` needs a float.
-  """
-  out = []
-  for r in store_lib.as_rows(rows):
-    if r.get("benchmark") == cb.BENCHMARK:
-      excluded = r.get(f"extra/{cb.EXCLUDED}")
-      score = r.get("score")
-      out.append({**r, "score": float(score) if _finite(score) and not excluded else math.nan})
-  return out
-
-
-def task_order(tasks: Iterable[str]) -> list[str]:
-  """`colosseum.TASKS` order first, then any other tasks alphabetically."""
-  tasks = set(tasks)
-  return [t for t in cb.TASKS if t in tasks] + sorted(tasks - set(cb.TASKS))
-
-
-def test_set_order(found: Iterable[str] = ()) -> list[str]:
-  """Every test set in the paper's column order, then unknown ones found in rows."""
-  return list(cb.TEST_SETS) + sorted(set(found) - set(cb.TEST_SETS))
-
-
-def task_mean(per_task: Mapping[str, Mapping[str, float]], test_set: str) -> float:
-  """Mean success % under `test_set` over the tasks where it is defined (NaN when none is)."""
-  values = [t[test_set] for t in per_task.values() if _finite(t.get(test_set))]
-  return sum(values) / len(values) if values else math.nan
 
 
 def _pct(x: float) -> str:
-  return f"{x:.1f}" if _finite(x) else DASH
+  return f"{x:.1f}" if finite(x) else DASH
 
 
 def _change(x: float) -> str:
-  return f"{x:+.1f}%" if _finite(x) else DASH
+  return f"{x:+.1f}%" if finite(x) else DASH
 
 
 def _counts(rows: Sequence[Mapping[str, Any]]) -> str:
   """E.g. "over 25 episodes per cell, mean over 2 seeds", from the rows' episodes and seeds."""
-  episodes = sorted({int(r["episodes"]) for r in rows if _finite(r.get("episodes"))
+  episodes = sorted({int(r["episodes"]) for r in rows if finite(r.get("episodes"))
                      and not r.get(f"extra/{cb.EXCLUDED}")})  # Excluded cells ran no episodes.
   seeds = len({r["seed"] for r in rows})
   span = "" if not episodes else (f"{episodes[0]}" if len(episodes) == 1
@@ -103,14 +65,14 @@ def _excluded_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
   order = {t: i for i, t in enumerate(task_order(t for t, _ in reasons))}
   sets = {s: i for i, s in enumerate(test_set_order(s for _, s in reasons))}
   keys = sorted(reasons, key=lambda k: (order[k[0]], sets[k[1]]))
-  return [f"- {task} × {_label(s)}: {reasons[(task, s)]}" for task, s in keys]
+  return [f"- {task} × {label(s)}: {reasons[(task, s)]}" for task, s in keys]
 
 
 def pvr_table_markdown(pvr: str, per_task: Mapping[str, Mapping[str, float]],
                        rows: Sequence[Mapping[str, Any]]) -> str:
   """One PVR's Table II-V: a row per task, then Mean and % change; notes below."""
   sets = test_set_order(s for t in per_task.values() for s in t)
-  header = ["Task"] + [_label(s) for s in sets]
+  header = ["Task"] + [label(s) for s in sets]
   body = [[task] + [_pct(per_task[task].get(s, math.nan)) for s in sets]
           for task in task_order(per_task)]
   body.append(["Mean"] + [_pct(task_mean(per_task, s)) for s in sets])
@@ -146,10 +108,10 @@ def expert_table(rows: Rows) -> dict[str, dict[str, float]]:
     if r.get("benchmark") != cb.EXPERT_BENCHMARK:
       continue
     rate = r.get("success_rate")
-    if rate is None and _finite(r.get("score")):
+    if rate is None and finite(r.get("score")):
       rate = r["score"] / 100.0
     acc.setdefault((r["task"], r["corruption"]), [])
-    if _finite(rate):
+    if finite(rate):
       acc[(r["task"], r["corruption"])].append(float(rate))
   out: dict[str, dict[str, float]] = {}
   for (task, test_set), rates in acc.items():
@@ -157,28 +119,40 @@ def expert_table(rows: Rows) -> dict[str, dict[str, float]]:
   return out
 
 
-def _expert_cell(rate: float) -> str:
-  if not _finite(rate):
+def _expert_cell(rate: float, failed: bool) -> str:
+  if not finite(rate):
     return DASH
   text = f"{100 * rate:.0f}" if float(100 * rate).is_integer() else f"{100 * rate:.1f}"
-  return f"{text} {FAIL}" if rate < cb.EXPERT_MIN_SUCCESS else text
+  return f"{text} {FAIL}" if failed else text
+
+
+def expert_failures(rows: Rows) -> set[tuple[str, str]]:
+  """(task, test set) pairs the job excluded because the scripted expert fell below its bar
+  (from the reasons stored with the excluded cells, so the rule the job ran with decides)."""
+  return {(r["task"], r["corruption"]) for r in store_lib.as_rows(rows)
+          if r.get("benchmark") == cb.BENCHMARK
+          and "scripted expert" in str(r.get(f"extra/{cb.EXCLUDED}") or "")}
 
 
 def expert_markdown(rows: Rows) -> str | None:
   """The expert-solvability table (task x test set, success %), or None without expert rows."""
-  rows = [r for r in store_lib.as_rows(rows) if r.get("benchmark") == cb.EXPERT_BENCHMARK]
+  rows = list(store_lib.as_rows(rows))
+  failed = expert_failures(rows)
+  rows = [r for r in rows if r.get("benchmark") == cb.EXPERT_BENCHMARK]
   table = expert_table(rows)
   if not table:
     return None
   sets = test_set_order(s for t in table.values() for s in t)
-  body = [[task] + [_expert_cell(table[task].get(s, math.nan)) for s in sets]
-          for task in task_order(table)]
+  body = [[task] + [_expert_cell(table[task].get(s, math.nan), (task, s) in failed)
+                    for s in sets] for task in task_order(table)]
   legend = (f"Cells: the scripted expert's success % {_counts(rows)}. "
-            f"{FAIL}: below {100 * cb.EXPERT_MIN_SUCCESS:.0f}%, so the perturbed task counts "
-            "as unsolvable and the cell is excluded from the PVR tables (the paper's '-'). "
-            "'-': not checked (e.g. the factor does not apply to the task).")
+            f"{FAIL}: below the job's bar (by default 90% of the expert's success without "
+            "perturbation on that task; `expert_rule`, `expert_min_success`), so the perturbed "
+            "task counts as unsolvable and the cell is excluded from the PVR tables (the "
+            "paper's '-'; the reasons are listed under them). '-': not checked (e.g. the "
+            "factor does not apply to the task).")
   return ("# The Colosseum (vcbench, MetaWorld): scripted-expert solvability\n\n"
-          + tables.markdown_table(["Task"] + [_label(s) for s in sets], body)
+          + tables.markdown_table(["Task"] + [label(s) for s in sets], body)
           + f"\n\n{legend}\n")
 
 
@@ -200,10 +174,10 @@ def percent_change_figure(table: Table) -> figure_lib.Figure:
   for i, pvr in enumerate(pvrs):
     values = [cb.percent_change(table.get(pvr, {}), s) for s in sets]
     ys = np.arange(len(sets)) + (i - (len(pvrs) - 1) / 2) * height
-    ok = np.array([_finite(v) for v in values], dtype=bool)
+    ok = np.array([finite(v) for v in values], dtype=bool)
     ax.barh(ys[ok], np.asarray(values, dtype=float)[ok], height, label=pvr, color=f"C{i}")
     for y, v in zip(ys, values):
-      if _finite(v):
+      if finite(v):
         shown.append(v)
         ax.text(v, y, f" {v:+.0f}% " if v else " ∘ ", fontsize=6, va="center",
                 ha="left" if v >= 0 else "right")
@@ -211,7 +185,7 @@ def percent_change_figure(table: Table) -> figure_lib.Figure:
         ax.text(0, y, f" {DASH}", fontsize=9, fontweight="bold", va="center", ha="left",
                 color=f"C{i}")
   ax.axvline(0, color="0.3", linewidth=0.8)
-  ax.set_yticks(range(len(sets)), labels=[_label(s) for s in sets])
+  ax.set_yticks(range(len(sets)), labels=[label(s) for s in sets])
   ax.set_ylim(len(sets) - 0.5, -0.5)  # All perturbations on top, as in the paper.
   lo, hi = min(shown + [-100.0]), max(shown + [0.0])
   ax.set_xlim(lo - 0.15 * (hi - lo), hi + 0.15 * (hi - lo) + 5)
@@ -244,7 +218,7 @@ def polar_figure(table: Table) -> figure_lib.Figure:
     ax.plot(closed, values, marker="o", markersize=3, color=f"C{i}", label=pvr)
     if np.isfinite(values).all():
       ax.fill(closed, values, color=f"C{i}", alpha=0.08)
-  ax.set_xticks(angles, labels=[_label(s) for s in sets], fontsize=8)
+  ax.set_xticks(angles, labels=[label(s) for s in sets], fontsize=8)
   ax.set_ylim(0, 100)
   ax.set_yticks([20, 40, 60, 80, 100])
   ax.tick_params(axis="y", labelsize=7)
@@ -276,4 +250,5 @@ def write_report(rows: Rows, out_dir: str | os.PathLike[str]) -> dict[str, pathl
     plots.write_text(paths["expert"], expert)
   percent_change_plot(table, paths["percent_change"])
   polar_plot(table, paths["polar"])
+  paths.update(colosseum_compare.write(scored, out))
   return paths

@@ -17,7 +17,10 @@ simulators:
 
 MO_Size and RO_Size change meshes, which only a recompile can do: they are `recompile`
 factors whose function returns the scale per root body, and `scene.compile_scene` builds the
-model from it (refused on a compiled model with that reason).
+model from it (refused on a compiled model with that reason). Object_Position is not a model
+field either but MetaWorld's own placement of objects and goals: a `reset` factor whose
+function returns how much wider than MetaWorld's the box they are drawn from is
+(`perturbed.PerturbedSim` applies it at the episode's reset).
 
 Parameters are data (`Params`): Colosseum's defaults (docs/design.md; robot-colosseum's
 `assets/configs/*.yaml`), overridable per task. Friction and mass are relative (a factor on
@@ -58,6 +61,9 @@ class Params:
   mass_range: tuple[float, float] = (0.5, 2.0)       # Factor on the MO's masses and inertias.
   mo_size: tuple[float, float] = (0.75, 1.25)
   ro_size: tuple[float, float] = (0.75, 1.25)
+  # Object_Position: MetaWorld's object and goal placement boxes, this many times as wide
+  # about their centres (positions outside the training demos' range).
+  position_spread: float = 1.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,12 +75,19 @@ class Factor:
   fields: tuple[str, ...]
   id: int
   recompile: bool = False
+  reset: bool = False
+
+  @property
+  def on_model(self) -> bool:
+    """Whether it writes fields of a compiled model (neither a recompile nor a reset)."""
+    return not (self.recompile or self.reset)
 
 
 FACTORS = Registry("perturbation factor")
 
 
-def register(name: str, fields: tuple[str, ...], *, id: int, recompile: bool = False):  # pylint: disable=redefined-builtin
+def register(name: str, fields: tuple[str, ...], *, id: int, recompile: bool = False,  # pylint: disable=redefined-builtin
+             reset: bool = False):
   """Registers `fn(key, fields, target, params)` as factor `name`.
 
   `id` is the factor's for good: draws are keyed by it, so a factor added later (any unused id)
@@ -84,7 +97,7 @@ def register(name: str, fields: tuple[str, ...], *, id: int, recompile: bool = F
     raise ValueError(f"factor {name!r}: id {id!r} must be a new int >= 0 (taken: {taken})")
 
   def decorator(fn):
-    FACTORS.register(name)(Factor(name, fn, tuple(fields), id, recompile))
+    FACTORS.register(name)(Factor(name, fn, tuple(fields), id, recompile, reset))
     return fn
   return decorator
 
@@ -178,32 +191,40 @@ def quat_mul(p: jax.Array, q: jax.Array) -> jax.Array:
 
 @register("Camera_Pose", ("cam_pos", "cam_quat"), id=11)
 def camera_pose(key, fields, target, params):
-  """Position += U(±0.1 m)³; orientation rotated by Euler deltas U(±0.05 rad)³ in the
-  camera's own frame."""
-  kp, ke = jax.random.split(key)
-  c = target.camera
-  dp = jax.random.uniform(kp, (3,), minval=-params.camera_position,
-                          maxval=params.camera_position)
-  de = jax.random.uniform(ke, (3,), minval=-params.camera_euler, maxval=params.camera_euler)
-  q = quat_mul(fields["cam_quat"][c], euler_to_quat(de))
-  return {"cam_pos": (c, fields["cam_pos"][c] + dp), "cam_quat": (c, q / jnp.linalg.norm(q))}
+  """Each of the scene's cameras: position += U(±0.1 m)³; orientation rotated by Euler deltas
+  U(±0.05 rad)³ in the camera's own frame (the front camera drawn from `key`, the others from
+  keys folded from it)."""
+  cams = _rows(target.cameras)
+  pos, quat = [], []
+  for i, c in enumerate(cams):
+    kp, ke = jax.random.split(key if i == 0 else jax.random.fold_in(key, i))
+    dp = jax.random.uniform(kp, (3,), minval=-params.camera_position,
+                            maxval=params.camera_position)
+    de = jax.random.uniform(ke, (3,), minval=-params.camera_euler, maxval=params.camera_euler)
+    q = quat_mul(fields["cam_quat"][c], euler_to_quat(de))
+    pos.append(fields["cam_pos"][c] + dp)
+    quat.append(q / jnp.linalg.norm(q))
+  return {"cam_pos": (cams, jnp.stack(pos)), "cam_quat": (cams, jnp.stack(quat))}
 
 
-@register("Distractor", ("body_pos", "body_quat"), id=9)
+@register("Distractor", ("body_pos", "body_quat", "geom_rgba"), id=9)
 def distractor(key, fields, target, params):
   """`num_distractors` distinct objects of the pool, each at a uniform point of a random
-  spawn boundary with a random yaw; the rest stay parked out of view."""
+  spawn boundary with a random yaw, and shown (alpha 1); the rest stay parked, transparent."""
   n = params.num_distractors
   kc, kb, kp, ky = jax.random.split(key, 4)
   pool = jnp.asarray(target.distractors)
-  chosen = pool[jax.random.choice(kc, len(target.distractors), (n,), replace=False)]
+  picked = jax.random.choice(kc, len(target.distractors), (n,), replace=False)
+  chosen = pool[picked]
+  g = _rows(target.distractor_geoms)
+  shown = jnp.any(jnp.asarray(target.distractor_of)[:, None] == picked[None], axis=1)
+  rgba = fields["geom_rgba"][g].at[:, 3].set(shown.astype(fields["geom_rgba"].dtype))
   boxes = jnp.asarray(params.spawn, jnp.float32)                       # [B, 2, 3]
   box = boxes[jax.random.randint(kb, (n,), 0, boxes.shape[0])]
   xyz = jax.random.uniform(kp, (n, 3), minval=box[:, 0], maxval=box[:, 1])
   yaw = jax.random.uniform(ky, (n,), minval=-jnp.pi, maxval=jnp.pi)
   quat = jnp.stack([jnp.cos(yaw / 2), 0 * yaw, 0 * yaw, jnp.sin(yaw / 2)], axis=1)
-  del fields
-  return {"body_pos": (chosen, xyz), "body_quat": (chosen, quat)}
+  return {"body_pos": (chosen, xyz), "body_quat": (chosen, quat), "geom_rgba": (g, rgba)}
 
 
 def _uniform(key, lo_hi):
@@ -239,6 +260,20 @@ def ro_size(key, fields, target, params):
   return {"ro": _uniform(key, params.ro_size)}
 
 
+@register("Object_Position", (), id=14, reset=True)
+def object_position(key, fields, target, params):
+  """MetaWorld draws the episode's object and goal positions itself (from the episode seed);
+  this factor widens the boxes it draws them from (`PerturbedSim` applies it at reset)."""
+  del key, fields, target
+  return {"spread": params.position_spread}
+
+
+def widened(low: np.ndarray, high: np.ndarray, spread: float) -> tuple[np.ndarray, np.ndarray]:
+  """A box `spread` times as wide as [low, high] about its centre."""
+  centre, half = (low + high) / 2, (high - low) / 2
+  return centre - spread * half, centre + spread * half
+
+
 def scales(factor_keys: Mapping[str, jax.Array], params: Params, mo: tuple[str, ...],
            ro: tuple[str, ...]) -> dict[str, float]:
   """Root body -> scale for the size factors among `factor_keys` (factor name -> key)."""
@@ -271,6 +306,9 @@ def updates(name: str, key: jax.Array, model, target, params: Params = Params())
     raise ValueError(f"{name} changes meshes, which needs recompiling the MJCF: sample the "
                      "scales with factors.scales(...) and build the model with "
                      "vcbench.envs.mujoco.scene.compile_scene(xml, scales)")
+  if factor.reset:
+    raise ValueError(f"{name} changes where MetaWorld places objects at reset, no model "
+                     "field: vcbench.robustness.perturbed.PerturbedSim applies it")
   return factor.fn(key, fields_of(model, factor.fields), target, params)
 
 

@@ -80,7 +80,7 @@ class PerturbedSim(mw.MetaWorldSim):
     self.params = task_params(task, params or factors_lib.Params())
     self._mo, self._ro = spec.mo, spec.ro
     if render is not None:
-      render = dataclasses.replace(render, camera=scene_lib.CAMERA)
+      render = dataclasses.replace(render, camera=scene_camera(render.camera))
     super().__init__(task, None, max_path_length)
     self.render_config = render
     self._scales: dict[str, float] | None = None
@@ -101,7 +101,7 @@ class PerturbedSim(mw.MetaWorldSim):
       if self._renderer is not None:
         self._renderer.close()
       self._renderer, self._camera, self._flip = mw.make_renderer(
-          model, self.render_config, upright_cameras=(scene_lib.CAMERA,))
+          model, self.render_config, upright_cameras=tuple(scene_lib.CAMERAS))
 
   def perturb(self, code: int) -> dict[str, float]:
     """Applies the factors of episode `code` (see `encode`); returns the sizes it drew."""
@@ -118,7 +118,7 @@ class PerturbedSim(mw.MetaWorldSim):
     for field, value in self._base.items():
       getattr(model, field)[...] = value
     for name in names:
-      if not factors_lib.get(name).recompile:
+      if factors_lib.get(name).on_model:
         factors_lib.write(model, factors_lib.updates(name, keys[name], model, self.target,
                                                      self.params))
     mujoco.mj_setConst(model, self.env.data)  # Derived constants follow body_mass (Mass).
@@ -126,7 +126,30 @@ class PerturbedSim(mw.MetaWorldSim):
 
   def reset(self, seed: int):
     self.perturb(seed)
-    return super().reset(decode(list(self.test_sets), seed)[1])
+    test_set, episode = decode(list(self.test_sets), seed)
+    spread = [factors_lib.get(n).fn(None, None, None, self.params)["spread"]
+              for n in self.test_sets[test_set] if factors_lib.get(n).reset]
+    if not spread:
+      return super().reset(episode)
+    # Object_Position: MetaWorld draws this episode's placements from wider boxes.
+    space = self.env._random_reset_space  # noqa: SLF001 - MetaWorld's placement boxes.
+    low, high = factors_lib.widened(space.low, space.high, spread[0])
+    self.env._random_reset_space = type(space)(low, high, dtype=space.dtype)  # noqa: SLF001
+    try:
+      return super().reset(episode)
+    finally:
+      self.env._random_reset_space = space  # noqa: SLF001
+
+
+def scene_camera(camera: str) -> str:
+  """The scene camera a render config's camera names: one of `scene.CAMERAS`, or top_cap2
+  (whose pose the front camera has)."""
+  if camera == "top_cap2":
+    return scene_lib.CAMERA
+  if camera not in scene_lib.CAMERAS:
+    raise ValueError(f"the Colosseum scene has no camera {camera!r}; valid: top_cap2 (= "
+                     f"{scene_lib.CAMERA}), {', '.join(scene_lib.CAMERAS)}")
+  return camera
 
 
 def make_sim(task: str, render: mw.RenderConfig | None, max_path_length: int,

@@ -2,13 +2,18 @@
 what each perturbation factor acts on.
 
 MetaWorld's own XML is extended, never edited by hand, with what the factors need:
-- a fixed camera `CAMERA` at the pose of vcbench's `top_cap2` free camera (metaworld.CAMERAS),
-  so the camera pose is a model field (`cam_pos`, `cam_quat`) that a factor can change;
-- a texture bank (`TEXTURES`): the image textures MetaWorld ships (decoded once, resized to
-  `TEXTURE_SIZE`) and procedural MuJoCo builtins in Colosseum's colours, one material each;
-- a pool of distractor objects (`DISTRACTORS`: MetaWorld meshes and primitives), parked out of
-  view at `PARK`; the Distractor factor moves some of them onto the table. They are static and
-  do not collide (contype = conaffinity = 0): the factor measures what the camera sees, and the
+- three fixed cameras (`CAMERAS`, Colosseum's front and two shoulder views): `CAMERA` at the
+  pose of vcbench's `top_cap2` free camera (metaworld.CAMERAS), the others looking at the same
+  work area from either side, so camera poses are model fields (`cam_pos`, `cam_quat`) that a
+  factor can change;
+- a texture bank (`TEXTURES`, 126): the image textures MetaWorld and labmaze (a dm_control
+  dependency) ship, decoded once and resized to `TEXTURE_SIZE`, and procedural MuJoCo builtins
+  in Colosseum's colours, one material each;
+- a pool of distractor objects (`DISTRACTORS`, 70: 63 made of the object meshes MetaWorld
+  ships, most scaled to ~10 cm, and 7 primitive ones), parked out of view at `PARK` and
+  transparent (MuJoCo skips alpha-0 geoms, so a parked pool costs the renderer nothing); the
+  Distractor factor moves some of them onto the table and shows them. They are static and do
+  not collide (contype = conaffinity = 0): the factor measures what the camera sees, and the
   arm's path stays the expert's (Colosseum spawns its distractors away from the task objects).
 - object scaling (`scales`: root body -> factor): every body, geom, site, joint and inertial
   frame of the subtree is scaled about the root, meshes through their `scale`; sites (the
@@ -29,6 +34,13 @@ from typing import Mapping
 import numpy as np
 
 CAMERA = "colosseum_front"
+# The scene's cameras (front = top_cap2's pose), as MuJoCo free-camera parameters; each is a
+# fixed camera of the model, which Camera_Pose perturbs.
+CAMERAS: dict[str, tuple[tuple[float, float, float], float, float, float]] = {
+    CAMERA: ((0.0, 0.62, 0.1), 1.35, -90.0, -50.0),
+    "colosseum_left": ((0.0, 0.62, 0.1), 1.2, -140.0, -40.0),
+    "colosseum_right": ((0.0, 0.62, 0.1), 1.2, -40.0, -40.0),
+}
 TEXTURE_SIZE = 128
 PARK = (0.0, -3.0, -3.0)  # Behind the camera, below the floor: never in view.
 TEXTURE_PREFIX, DISTRACTOR_PREFIX = "vcb_tex_", "vcb_distractor_"
@@ -46,13 +58,15 @@ COLOURS: dict[str, tuple[float, float, float]] = {
 
 @dataclasses.dataclass(frozen=True)
 class Texture:
-  """An image file under MetaWorld's assets, or a MuJoCo builtin (checker/gradient/flat)."""
+  """An image file under a package's assets (`package`: metaworld or labmaze), or a MuJoCo
+  builtin (checker/gradient/flat)."""
   name: str
   file: str = ""
   builtin: str = ""
   rgb1: str = "white"
   rgb2: str = "black"
   mark: str = "none"     # Builtin marks: none, edge, cross, random.
+  package: str = "metaworld"
 
 
 _IMAGES = ("textures/wood1.png", "textures/wood3.png", "textures/wood4.png",
@@ -62,9 +76,48 @@ _IMAGES = ("textures/wood1.png", "textures/wood3.png", "textures/wood4.png",
            "textures/floor1.png", "textures/plaster1.png", "scene/textures/fabricPattern.png",
            "scene/textures/fabricPlain.png", "scene/textures/white_marble_tile.png",
            "scene/textures/metal1.png")
+# MetaWorld's other images, and labmaze's wall and floor textures (its five maze styles).
+_MORE_IMAGES = ("textures/floor2.png", "textures/light_wood.png", "textures/light_wood_v3.png",
+                "textures/metal.png", "textures/metal1.png", "textures/wood.png",
+                "textures/wood2.png", "textures/wood_light.png", "scene/textures/height1.png",
+                "scene/textures/metal.png", "scene/textures/plaster.png",
+                "scene/textures/white_marble_tile2.png", "scene/textures/wood.png",
+                "scene/textures/wood2.png")
+_LABMAZE = {  # labmaze's wall, floor and ceiling textures, by maze style.
+    "style_01": ("4tile_d ceiling_d floor_blue_bright_d floor_blue_d floor_blue_team_d "
+                 "floor_light_m floor_orange_bright_d floor_orange_d floor_red_team_d wall_blue_d "
+                 "wall_cerise_d wall_green_bright_d wall_green_d wall_light_m wall_purple_d "
+                 "wall_red_bright_d wall_red_d wall_yellow_d"),
+    "style_02": ("floor_blue_bright_d floor_blue_d floor_green_bright_d floor_green_d "
+                 "floor_light_m floor_orange_d wall_blue_bright_d wall_blue_d wall_dblue_d "
+                 "wall_lgreen_d wall_purple_d wall_yellow_bright_d wall_yellow_d"),
+    "style_03": ("floor_blue_bright_d floor_blue_d floor_green_bright_d floor_green_d "
+                 "floor_light1_m floor_light2_m floor_light3_m floor_orange_d floor_purple_d "
+                 "floor_red_d wall_blue_d wall_cyan_d wall_gray_bright_d wall_gray_d wall_light_m "
+                 "wall_orange_bright_d wall_orange_d wall_purple_d"),
+    "style_04": ("floor_blue_bright_d floor_blue_d floor_cyan_d floor_dorange_d "
+                 "floor_orange_bright_d floor_orange_d wall_cerise_d wall_green_bright_d "
+                 "wall_green_d wall_purple_d wall_red_bright_d wall_red_d"),
+    "style_05": ("floor_blue_bright_d floor_blue_d floor_light1_m floor_light2_m "
+                 "floor_orange_bright_d floor_orange_d wall_red_bright_d wall_red_d "
+                 "wall_yellow_bright_d wall_yellow_d"),
+}
+_PAIRS = (("red", "white"), ("blue", "yellow"), ("black", "lime"), ("teal", "orange"),
+          ("magenta", "navy"), ("cyan", "maroon"))
+
+
+def _image_name(f: str) -> str:
+  return os.path.splitext(os.path.basename(f))[0] + ("_s" if "scene/" in f else "")
+
+
+def _labmaze_textures() -> tuple[Texture, ...]:
+  return tuple(Texture(f"labmaze{style[-1]}_{name}", file=f"assets/{style}/{name}.png",
+                       package="labmaze")
+               for style, names in _LABMAZE.items() for name in names.split())
+
+
 TEXTURES: tuple[Texture, ...] = (
-    tuple(Texture(os.path.splitext(os.path.basename(f))[0] + ("_s" if "scene/" in f else ""),
-                  file=f) for f in _IMAGES)
+    tuple(Texture(_image_name(f), file=f) for f in _IMAGES)
     + (Texture("checker_red_white", builtin="checker", rgb1="red", rgb2="white"),
        Texture("checker_blue_yellow", builtin="checker", rgb1="blue", rgb2="yellow"),
        Texture("checker_black_lime", builtin="checker", rgb1="black", rgb2="lime"),
@@ -77,18 +130,48 @@ TEXTURES: tuple[Texture, ...] = (
        Texture("speckle_azure_white", builtin="flat", rgb1="azure", rgb2="white",
                mark="random"),
        Texture("speckle_green_gray", builtin="flat", rgb1="green", rgb2="gray",
-               mark="random")))
+               mark="random"))
+    + tuple(Texture(_image_name(f) + "_2", file=f) for f in _MORE_IMAGES)
+    + tuple(Texture(f"{kind}2_{a}_{b}", builtin=kind, rgb1=b, rgb2=a)
+            for kind in ("checker", "gradient") for a, b in _PAIRS)
+    + _labmaze_textures())
 
 
 @dataclasses.dataclass(frozen=True)
 class Part:
   """One geom of a distractor: a MetaWorld mesh (`mesh` = path under assets/objects/meshes)
-  or a primitive (`kind`: box, sphere, cylinder, capsule, ellipsoid) with MuJoCo `size`."""
+  or a primitive (`kind`: box, sphere, cylinder, capsule, ellipsoid) with MuJoCo `size`. A mesh
+  with `fit` > 0 is scaled so that its largest extent is `fit` metres and set on the table."""
   kind: str
   size: tuple[float, ...] = ()
   mesh: str = ""
   pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
   colour: str = "gray"
+  fit: float = 0.0
+
+
+# Single MetaWorld meshes used as distractors, each scaled to ~10 cm: the visual meshes of its
+# objects (not the collision ones, the table's or the robot's), less thin plates (< 1 cm),
+# panes and repeats.
+_MESH_DISTRACTORS = (
+    "assembly_peg/assembly_peg_handle", "assembly_peg/assembly_peg_ring",
+    "assembly_peg/assembly_peg_rod", "basketball/backboard", "basketball/basketballouter",
+    "basketball/hoop", "basketball/pole", "bin/bin", "block/block", "box/boxhandle",
+    "box/boxtop", "buttonbox/button", "buttonbox/buttonring", "buttonbox/stopbot",
+    "buttonbox/stopbutton", "buttonbox/stopbuttonrod", "buttonbox/stoptop",
+    "coffeemachine/body1", "coffeemachine/body2", "coffeemachine/cup", "coffeemachine/handle",
+    "coffeemachine/spout", "doorlock/door", "doorlock/door_handle", "doorlock/handle",
+    "doorlock/handle_base", "doorlock/lock", "doorlock/lock_base", "doorlock/safe",
+    "drawer/drawer", "drawer/drawercase", "drawer/drawerhandle", "faucet/faucetbase",
+    "faucet/faucethandle1", "faucet/faucethead", "golf_club/club_handle", "golf_club/club_head",
+    "hammer/hammerblock", "hammer/hammerhandle", "hammer/hammerhead", "hammer/nail",
+    "handle_press/handle_press_base", "handle_press/handle_press_grip",
+    "handle_press/handle_press_lever", "handle_press/handle_press_trim", "lever/lever_base",
+    "lever/lever_handle", "lever/lever_rodbase", "peg_block/block_outer", "plug/plug",
+    "plug/plug_head", "plug/plug_wall", "puck/goal_net", "shelf/shelf", "shelfb/shelf_frame",
+    "soccer/soccer_frame", "thermos/therm_base", "thermos/therm_handle")
+_MESH_COLOURS = ("silver", "red", "blue", "yellow", "green", "orange", "purple", "teal",
+                 "white", "maroon", "navy", "olive", "gray", "rose", "azure", "lime")
 
 
 DISTRACTORS: dict[str, tuple[Part, ...]] = {
@@ -111,6 +194,9 @@ DISTRACTORS: dict[str, tuple[Part, ...]] = {
     "dumbbell": (Part("capsule", (0.01, 0.04), pos=(0, 0, 0.02), colour="gray"),
                  Part("sphere", (0.022,), pos=(0, 0, 0.07), colour="purple"),
                  Part("sphere", (0.022,), pos=(0, 0, -0.03), colour="purple")),
+    **{f"mw_{m.replace('/', '_')}": (Part("mesh", mesh=f"{m}.stl", fit=0.1,
+                                          colour=_MESH_COLOURS[i % len(_MESH_COLOURS)]),)
+       for i, m in enumerate(_MESH_DISTRACTORS)},
 }
 
 
@@ -177,14 +263,43 @@ def _assets_dir() -> str:
   return os.path.join(os.path.dirname(metaworld.__file__), "assets")
 
 
+def _package_dir(package: str) -> str:
+  if package == "metaworld":
+    return _assets_dir()
+  import labmaze  # noqa: PLC0415 - installed with dm_control.
+  return os.path.dirname(labmaze.__file__)
+
+
 @functools.lru_cache(maxsize=None)
-def _image(file: str) -> np.ndarray:
+def _image(package: str, file: str) -> np.ndarray:
   """A texture image decoded once per process, RGB uint8 at TEXTURE_SIZE²."""
   from PIL import Image  # noqa: PLC0415
-  path = os.path.join(_assets_dir(), file)
+  path = os.path.join(_package_dir(package), file)
   with Image.open(path) as im:
     im = im.convert("RGB").resize((TEXTURE_SIZE, TEXTURE_SIZE), Image.BILINEAR)
     return np.ascontiguousarray(np.asarray(im, np.uint8))
+
+
+@functools.lru_cache(maxsize=None)
+def _mesh_bounds(path: str) -> tuple[np.ndarray, np.ndarray]:
+  """(min, max) corners of a binary STL file's vertices."""
+  with open(path, "rb") as f:
+    data = f.read()
+  n = int(np.frombuffer(data[80:84], "<u4")[0]) if len(data) >= 84 else -1
+  if n < 1 or len(data) != 84 + 50 * n:
+    raise ValueError(f"{path}: not a binary STL file (a distractor mesh with `fit` needs one)")
+  tri = np.frombuffer(data[84:], np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)),
+                                            ("a", "<u2")]))
+  v = tri["v"].reshape(-1, 3).astype(np.float64)
+  return v.min(0), v.max(0)
+
+
+def _fitted(path: str, fit: float, pos) -> tuple[float, np.ndarray]:
+  """(scale, geom pos) that make a mesh's largest extent `fit` and set it on the table.
+  MuJoCo centres a mesh on its centre of mass; the bounding box's centre stands in for it."""
+  lo, hi = _mesh_bounds(path)
+  s = fit / float(np.max(hi - lo))
+  return s, np.asarray(pos, float) + np.array([0.0, 0.0, s * (hi[2] - lo[2]) / 2])
 
 
 def _camera_pose(lookat, distance, azimuth, elevation):
@@ -215,7 +330,7 @@ def _add_textures(spec) -> None:
                          width=TEXTURE_SIZE, height=TEXTURE_SIZE)
     if tex.file:
       t.nchannel = 3
-      t.data = _image(tex.file).tobytes()
+      t.data = _image(tex.package, tex.file).tobytes()
     else:
       t.builtin = builtins[tex.builtin]
       t.rgb1, t.rgb2 = COLOURS[tex.rgb1], COLOURS[tex.rgb2]
@@ -235,12 +350,17 @@ def _add_distractors(spec) -> None:
   for name, parts in DISTRACTORS.items():
     body = spec.worldbody.add_body(name=DISTRACTOR_PREFIX + name, pos=PARK)
     for i, part in enumerate(parts):
+      # Transparent while parked: the renderer skips alpha-0 geoms; the factor shows them.
       geom = body.add_geom(name=f"{DISTRACTOR_PREFIX}{name}_{i}", type=kinds[part.kind],
-                           pos=part.pos, rgba=(*COLOURS[part.colour], 1.0), contype=0,
+                           pos=part.pos, rgba=(*COLOURS[part.colour], 0.0), contype=0,
                            conaffinity=0, group=1)
       if part.kind == "mesh":
         mesh_name = f"{DISTRACTOR_PREFIX}{name}_{i}"
-        spec.add_mesh(name=mesh_name, file=os.path.join(meshes, part.mesh))
+        path = os.path.join(meshes, part.mesh)
+        scale = 1.0
+        if part.fit > 0:
+          scale, geom.pos = _fitted(path, part.fit, part.pos)
+        spec.add_mesh(name=mesh_name, file=path, scale=(scale,) * 3)
         geom.meshname = mesh_name
       else:
         size = np.zeros(3)
@@ -302,8 +422,10 @@ def build_spec(xml_path: str, scales: dict[str, float] | None = None):
   from vcbench.envs.mujoco import metaworld as mw  # noqa: PLC0415
   spec = mujoco.MjSpec.from_file(xml_path)
   c = mw.CAMERAS["top_cap2"]
-  pos, quat = _camera_pose(c.lookat, c.distance, c.azimuth, c.elevation)
-  spec.worldbody.add_camera(name=CAMERA, pos=pos, quat=quat, fovy=45.0)
+  assert CAMERAS[CAMERA] == (c.lookat, c.distance, c.azimuth, c.elevation)
+  for name, pose in CAMERAS.items():
+    pos, quat = _camera_pose(*pose)
+    spec.worldbody.add_camera(name=name, pos=pos, quat=quat, fovy=45.0)
   _add_textures(spec)
   _add_distractors(spec)
   for root, s in (scales or {}).items():
@@ -331,9 +453,11 @@ class SceneIndex:
   ro_geoms: np.ndarray
   table_geoms: np.ndarray
   floor_geom: np.ndarray
-  camera: int
+  cameras: np.ndarray       # The scene's cameras, in CAMERAS order (CAMERA first).
   materials: np.ndarray     # The texture bank's material ids, in TEXTURES order.
   distractors: np.ndarray   # The distractor pool's body ids, in DISTRACTORS order.
+  distractor_geoms: np.ndarray  # Every geom of the pool ...
+  distractor_of: np.ndarray     # ... and which pool entry (index into `distractors`) it is of.
   num_lights: int
 
 
@@ -374,6 +498,8 @@ def index(model, mo: tuple[str, ...], ro: tuple[str, ...]) -> SceneIndex:
   # not the RO's.
   ro_bodies = [b for b in _subtree_ids(model, ro) if b not in set(mo_bodies)]
   table = _subtree_ids(model, ("tablelink",))
+  pool = np.asarray([name2id(mujoco.mjtObj.mjOBJ_BODY, DISTRACTOR_PREFIX + n)
+                     for n in DISTRACTORS], np.int32)
   return SceneIndex(
       mo_bodies=np.asarray(mo_bodies, np.int32),
       mo_geoms=_geoms_of(model, mo_bodies, True),
@@ -381,9 +507,11 @@ def index(model, mo: tuple[str, ...], ro: tuple[str, ...]) -> SceneIndex:
       ro_geoms=_geoms_of(model, ro_bodies, True),
       table_geoms=_geoms_of(model, table, True),
       floor_geom=np.asarray([name2id(mujoco.mjtObj.mjOBJ_GEOM, "floor")], np.int32),
-      camera=name2id(mujoco.mjtObj.mjOBJ_CAMERA, CAMERA),
+      cameras=np.asarray([name2id(mujoco.mjtObj.mjOBJ_CAMERA, c) for c in CAMERAS], np.int32),
       materials=np.asarray([name2id(mujoco.mjtObj.mjOBJ_MATERIAL, TEXTURE_PREFIX + t.name)
                             for t in TEXTURES], np.int32),
-      distractors=np.asarray([name2id(mujoco.mjtObj.mjOBJ_BODY, DISTRACTOR_PREFIX + n)
-                              for n in DISTRACTORS], np.int32),
+      distractors=pool,
+      distractor_geoms=np.flatnonzero(np.isin(model.geom_bodyid, pool)).astype(np.int32),
+      distractor_of=np.asarray([list(pool).index(b) for b in model.geom_bodyid
+                                if b in set(pool)], np.int32),
       num_lights=int(model.nlight))
