@@ -42,7 +42,8 @@ def overlap_pays() -> bool:
   """Whether overlapping halves pays on this machine: where the policy runs on an accelerator.
   On CPU the simulators (rendering: ~8 ms a 128² MetaWorld frame, 80% of it the robot's 70k
   triangles) and the policy share the cores, which fixed batches already keep busy: measured
-  on 2 cores, two halves ran at 0.86x the env steps/s of one (README: The Colosseum, Speed)."""
+  on 2 cores, two halves ran at 0.86-1.09x the env steps/s of fixed batches (README: The
+  Colosseum, Evaluation speed)."""
   return jax.default_backend() != "cpu"
 
 
