@@ -11,9 +11,9 @@
 
 First the job measures MetaWorld's scripted expert on every (task, test set) (25 episodes, no
 pixels); a factor under which it succeeds below 90% of its clean success is excluded for that
-task, with the figure (stored as `colosseum_expert` rows; `expert_rule`). Then per task: demos -> PVR embeddings (cached) -> BC with
-CortexBench's recipe (configs/cortexbench.py keys) selected on clean validation episodes ->
-every test set. Cells already stored under the same config hash are skipped.
+task, with the figure (stored as `colosseum_expert` rows; `expert_rule`). Then per task:
+demos -> PVR embeddings (cached) -> BC with CortexBench's recipe (configs/cortexbench.py keys)
+selected on clean validation episodes -> every test set. Cells already stored under the same config hash are skipped.
 
 Variants (`:arg`):
   full (default) the protocol above (`vcbench.jobs.colosseum.default_config`).

@@ -14,7 +14,8 @@ from launch import cli
 from launch import report_cli
 from vcbench.reports import colosseum as report
 
-main = report_cli.main_for("colosseum_report", report.write_report, ("tables", "expert", "comparison"))
+main = report_cli.main_for("colosseum_report", report.write_report,
+                           ("tables", "expert", "comparison"))
 
 if __name__ == "__main__":
   cli.run(main)

@@ -52,9 +52,10 @@ def make_batches(make_sim: Callable[[], host.HostSim], num_envs: int, *, horizon
                  overlap: bool = True) -> list[host.SimBatch]:
   """The halves of a stream: with `overlap` and at least two workers (the overlap needs
   simulators outside this process), two batches of `num_envs` slots, each with half the
-  workers; else one batch of `num_envs` slots. Each half is as large as a fixed batch of `num_envs`, so the policy runs on the same
-  shapes and gives the same numbers (XLA's CPU results for a row can differ in the last bits
-  between batch sizes, which a simulator then amplifies)."""
+  workers; else one batch of `num_envs` slots. Each half is as large as a fixed batch of
+  `num_envs`, so the policy runs on the same shapes and gives the same numbers (XLA's CPU
+  results for a row can differ in the last bits between batch sizes, which a simulator then
+  amplifies)."""
   halves = 2 if overlap and num_workers >= 2 else 1
   workers = [len(c) for c in np.array_split(np.arange(num_workers), halves)]
   return [host.SimBatch(make_sim, num_envs, horizon=horizon, stop_on_success=stop_on_success,
