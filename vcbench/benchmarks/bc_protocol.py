@@ -118,10 +118,15 @@ class Evaluator:
   def __init__(self, make_sim: Callable[[], host.HostSim], protocol: Protocol):
     self.protocol = protocol
     self._compiled: dict[str, Callable] = {}
-    if protocol.stream:
-      self.runner = stream.EpisodeStream(self._batches(make_sim))
-    else:
-      self.runner = host.HostEnv(self._batches(make_sim)[0])
+    self.runner = self._runner(self._batches(make_sim))
+
+  def _runner(self, batches: list[host.SimBatch]):
+    return (stream.EpisodeStream(batches) if self.protocol.stream
+            else host.HostEnv(self._bound(batches)))
+
+  def _bound(self, batches: list[host.SimBatch]):
+    """What the runner binds: a stream its halves, a fixed-batch env its one batch."""
+    return batches if self.protocol.stream else batches[0]
 
   def _batches(self, make_sim) -> list[host.SimBatch]:
     p = self.protocol
@@ -142,18 +147,13 @@ class Evaluator:
       if not self.protocol.stream:
         self._compiled = {}
     batches = self._batches(make_sim)
-    runner = self.runner
-    same = (runner.can_rebind(batches) if self.protocol.stream
-            else runner.can_rebind(batches[0]))
-    if same:
-      old = runner.rebind(batches) if self.protocol.stream else [runner.rebind(batches[0])]
-      for b in old:
+    if self.runner.can_rebind(self._bound(batches)):
+      old = self.runner.rebind(self._bound(batches))
+      for b in old if isinstance(old, list) else [old]:
         b.close()
     else:
-      runner.close()
-      self.runner = (stream.EpisodeStream(batches) if self.protocol.stream
-                     else host.HostEnv(batches[0]))
-      self._compiled = {}
+      self.runner.close()
+      self.runner, self._compiled = self._runner(batches), {}
 
   def _program(self, embedder: Embedder, act):
     if embedder.fingerprint not in self._compiled:
