@@ -62,9 +62,11 @@ EXTRAS = {
     # the GUI build opencv-python; the headless build below provides the same cv2).
     # import-linter checks the layer contracts of .importlinter (tests/test_import_layers.py).
     # The notebooks run in a real kernel (nbclient, ipykernel), paired through jupytext.
+    # The leaderboard page's test drives Debian's Chromium through selenium (launch/setup.sh
+    # installs the browser; tests/reports/test_leaderboard_page.py).
     "test": ["pytest>=8", "pytest-xdist>=3.5", "opencv-python-headless>=4.8",
              "import-linter>=2.1,<3", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
-             "jupytext>=1.16", "dm-env>=1.6"],
+             "jupytext>=1.16", "dm-env>=1.6", "selenium>=4.20,<5"],
 }
 
 setuptools.setup(

@@ -19,6 +19,12 @@ split chooses the checkpoint (validated after every chunk), the test split is re
         # 0.6M steps
   python -m launch.main --config configs/nav.py:pointnav_depth --config.policy.encoder=vc1_vitb \\
       --config.policy.checkpoint=/path/vc1_vitb.pth --config.sensors='("rgb",)'
+  python -m launch.main --config configs/nav.py:pointnav_rgb_quick \\
+      --config.policy.encoder=in1k_mobilenetv2    # RGB 64x64 + GPS/compass, one DAgger stage of
+        # 131k env steps with the frozen PVR at 64 px: RobustNav's per-PVR agent on a CPU
+        # (configs/robustnav.py:pvr_quick). 10.9 min on 2 CPU cores shared with another job
+        # (~4 s an update alone: ~6 min), val SR 60.0 at update 48, test SR 51.0 / SPL 46.7 on
+        # its 100 episodes; the SimpleCNN (no encoder) 10.6 min shared, 49.0 / 44.4
 
 Objects are category sprites and the policy embeds the goal vector; `--config.objects=boxes
 --config.policy.embed_vectors=False` gives the agents of before (and their config hashes).
@@ -26,18 +32,20 @@ Objects are category sprites and the policy embeds the goal vector; `--config.ob
 Variants (`:arg`): pointnav_depth (default: `vcbench.jobs.nav.default_config`), pointnav_rgb,
 pointnav_rgbd (the shipped agents, `vcbench/benchmarks/nav_agents/`), pointnav_rgb_ppo32 and
 pointnav_rgbd_ppo32 (the earlier RobustNav agents: PPO from scratch on 32x32 frames),
-objectnav_il, objectnav (its second stage), imagenav_il, objectnav_bc, imagenav, tiny and
-tiny_rgbd (seconds-scale smoke runs for the tests). Training runs in checkpointed chunks under
-<workdir>/<variant>/train and resumes after a kill; the evaluation cell is skipped when the
-result store already has it for this config.
+pointnav_rgb_quick (above), objectnav_il, objectnav (its second stage), imagenav_il,
+objectnav_bc, imagenav, tiny, tiny_rgbd and tiny_rgb (seconds-scale smoke runs for the tests;
+tiny_rgb's zoo PVR, if `policy.encoder` names one, sees 32 px). Training runs in checkpointed
+chunks under <workdir>/<variant>/train and resumes after a kill; the evaluation cell is skipped
+when the result store already has it for this config.
 """
 from vcbench import config as config_lib
 from vcbench.envs.nav import env as nav_env
 from vcbench.jobs import nav
 
-VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "pointnav_rgb_il", "pointnav_rgbd_il",
-            "pointnav_rgb_ppo32", "pointnav_rgbd_ppo32", "objectnav_bc", "objectnav_il",
-            "objectnav", "imagenav_il", "imagenav", "tiny", "tiny_rgbd")
+VARIANTS = ("pointnav_depth", "pointnav_rgb", "pointnav_rgbd", "pointnav_rgb_il",
+            "pointnav_rgbd_il", "pointnav_rgb_ppo32", "pointnav_rgbd_ppo32", "pointnav_rgb_quick",
+            "objectnav_bc", "objectnav_il", "objectnav", "imagenav_il", "imagenav", "tiny",
+            "tiny_rgbd", "tiny_rgb")
 
 
 def _imitation_64(c):
@@ -71,6 +79,14 @@ def get_config(arg=None):
     c.sensors = ("rgb", "depth") if arg.startswith("pointnav_rgbd") else ("rgb",)
     if not arg.endswith("_ppo32"):
       _imitation_64(c)
+    if arg == "pointnav_rgb_quick":
+      # Minutes on a CPU with a frozen PVR (RobustNav's per-PVR agent): 131k env steps, more
+      # epochs over each rollout (a frozen PVR's tokens are recorded, so they cost no encoder
+      # pass), the PVR at the frame's own 64 px (at 224 it encodes ~15x fewer frames/s) and a
+      # 4x smaller compressed token map (its conv was half of an update's time).
+      c.bc.num_envs, c.bc.num_updates, c.bc.update_epochs = 32, 64, 4
+      c.chunk_updates, c.val_episodes, c.test_episodes, c.eval_batch = 16, 30, 100, 50
+      c.policy.img_size, c.policy.compression_size = 64, 512
     if arg in ("pointnav_rgb", "pointnav_rgbd"):
       # More of the executed actions the policy's own (its mistakes, e.g. an END called just
       # out of range, get the expert's correction), at a lower lr, from the first stage.
@@ -99,8 +115,8 @@ def get_config(arg=None):
     c.task, c.sensors = "imagenav", ("rgb",)
     c.train_episodes = 4000   # each carries its goal image
     c.ppo.num_updates = 150   # 0.6M env steps
-  elif arg in ("tiny", "tiny_rgbd"):
-    c.sensors = ("rgb", "depth") if arg == "tiny_rgbd" else c.sensors
+  elif arg in ("tiny", "tiny_rgbd", "tiny_rgb"):
+    c.sensors = {"tiny_rgbd": ("rgb", "depth"), "tiny_rgb": ("rgb",)}.get(arg, c.sensors)
     c.train_scenes, c.train_episodes, c.val_scenes, c.val_episodes = 4, 64, 2, 6
     c.test_episodes = 6
     c.height = c.width = 16
@@ -110,4 +126,6 @@ def get_config(arg=None):
       algo.num_envs, algo.rollout_len, algo.num_updates, algo.log_every = 4, 8, 4, 1
     c.ppo.num_minibatches = 2
     c.policy.hidden = 32
+    if arg == "tiny_rgb":   # A zoo PVR (policy.encoder) sees 32 px: a 2x2 token grid for a ViT/16.
+      c.policy.img_size, c.policy.compression_size = 32, 128
   return c

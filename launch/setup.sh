@@ -25,6 +25,17 @@ if [ ! -f "$stamp" ]; then
     # The ADE20K toolkit's intersection-and-union, the reference of G-VUE's mIoU test; its
     # declared dependencies (yacs, an old torch) are not needed for that one function.
     "$VENV/bin/pip" install -q --no-deps mit-semseg==1.0.0
+    # Debian's Chromium and chromedriver for the leaderboard page's browser test (selenium is
+    # told their paths, so it never downloads a browser). Without them that test skips, and
+    # fails in CI ($VCBENCH_REQUIRE_BROWSER): a failed install warns and setup goes on.
+    if [ ! -x /usr/bin/chromedriver ] && command -v apt-get >/dev/null; then
+      as_root=(); [ "$(id -u)" -eq 0 ] || as_root=(sudo -n)
+      apt=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get)
+      { "${apt[@]}" install -y -q chromium chromium-driver \
+          || { "${apt[@]}" update -q && "${apt[@]}" install -y -q chromium chromium-driver; }
+      } >/dev/null 2>&1 \
+        || echo "warning: could not install chromium (apt-get); the browser test will skip" >&2
+    fi
   fi
   touch "$stamp"
 fi

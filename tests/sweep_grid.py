@@ -3,7 +3,7 @@
 import pathlib
 
 from configs import cortexbench as cortexbench_config
-from vcbench import sweep
+from vcbench import registry
 
 PLUGIN = str(pathlib.Path(__file__).parent / "sweep" / "pointmass_plugin.py")
 
@@ -18,7 +18,7 @@ def pointmass_args(workdir, pvrs=("state_oracle", "random_vit_ti"), seeds=(0, 1)
 
 def pointmass_config(workdir, pvrs=("state_oracle", "random_vit_ti"), seeds=(0, 1)):
   """The grid as a config (the plugin loaded in this process)."""
-  sweep.load_plugins([PLUGIN])
+  registry.load_plugins([PLUGIN])
   c = cortexbench_config.get_config("tiny")
   c.suite, c.tasks, c.horizon = "pointmass", ("reach",), 12
   c.pvrs, c.seeds = pvrs, seeds

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-from typing import Any, Callable, Iterator
+import importlib
+import importlib.util
+import pathlib
+import sys
+from typing import Any, Callable, Iterator, Sequence
 
 from vcbench.errors import UserError
 
@@ -84,3 +88,35 @@ class Registry:
 
   def __len__(self) -> int:
     return len(self._items)
+
+
+class PluginError(UserError, FileNotFoundError):
+  """A plugin that cannot be found."""
+
+
+def load_plugins(specs: Sequence[str]) -> None:
+  """Imports each plugin, a module name or a .py file, for what it registers (a PVR, a suite, a
+  corruption): a config can then name it, and a sweep worker on another host knows it too.
+  Importing twice is a no-op."""
+  for spec in specs:
+    if not spec.endswith(".py"):
+      try:
+        importlib.import_module(spec)
+      except ModuleNotFoundError as e:
+        raise PluginError(f"plugin {spec!r}: {e} (a plugin is a module name on the path or a "
+                          ".py file)") from None
+      continue
+    path = pathlib.Path(spec).resolve()
+    name = f"vcbench_plugin_{path.stem}"
+    if name in sys.modules:
+      continue
+    if not path.is_file():
+      raise PluginError(f"plugin {spec}: no such file")
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+      module_spec.loader.exec_module(module)
+    except BaseException:
+      del sys.modules[name]   # A plugin that failed half way is not loaded: a retry re-runs it.
+      raise

@@ -334,6 +334,19 @@ class ResultStore:
     _parse_record(line, f"append_record to {self.write_path}")
     self._append_line(line)
 
+  def append_new(self, records: Iterable[Mapping[str, Any]]) -> int:
+    """Appends, as they were, the records whose (cell, config hash) this store lacks (e.g. a
+    sweep worker's or a benchmark's own store's); returns how many."""
+    done = self.completed()
+    n = 0
+    for r in records:
+      key = record_key(r)
+      if key not in done:
+        self.append_record(r)
+        done.add(key)
+        n += 1
+    return n
+
   def _append_line(self, data: bytes) -> None:
     path = self.write_path
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,7 @@ def test_tiny_protocol_writes_records_the_report_reads(tmp_path, capsys):
   adapted = {(m, "defocus_blur", 5) for m in config.adapt.methods} | {("augment", "none", 0)}
   assert cells == clean | adapted | {("none", "invert", 5)}
   assert all(r["task"] == "tiny_rgbd" and r["episodes"] == 6 for r in rows)
+  assert all(r["pvr"] == "scratch_cnn" for r in rows)   # A SimpleCNN agent's cells.
   assert all(k in rows[0] for k in ("stop_failure_pos", "stop_failure_neg", "min_distance"))
   for method in ("pad_rp", "finetune", "augment"):
     assert len(list((tmp_path / "adapt" / "tiny_rgbd").glob(f"*/{method}"))) == 1
@@ -113,3 +114,79 @@ def test_report_cli_names_a_missing_store(tmp_path):
   out = launching.run("launch.robustnav_report", f"--store={tmp_path / 'nope.jsonl'}",
                       f"--out={tmp_path}", tmp_path=tmp_path, timeout=300)
   assert out.returncode != 0 and "does not exist" in out.stderr
+
+
+def _pvr_tiny(tmp_path, pvr):
+  config = rn_config.get_config("pvr_tiny")
+  config.workdir, config.nav_workdir, config.pvr = str(tmp_path), str(tmp_path / "nav"), pvr
+  return config
+
+
+def test_a_pvr_agent_trains_apart_and_its_cells_name_the_pvr(tmp_path):
+  """The leaderboard's tiny RobustNav run of one PVR (~1 min): its agent is trained in the PVR's
+  own directory with the PVR as its encoder, its cells and sweep pieces carry the PVR; another
+  PVR's agent would be another run, in another directory."""
+  config = _pvr_tiny(tmp_path, "random_vit_ti")
+  config.nav_updates, config.only = 2, ("none", "defocus_blur")
+  jobs.resolve(config).run(config)
+  nav = robustnav_job.nav_config(config, "tiny_rgb")
+  assert nav.workdir == str(tmp_path / "nav" / "random_vit_ti")
+  assert nav.policy.encoder == "random_vit_ti" and not nav.policy.finetune_encoder
+  assert (tmp_path / "nav" / "random_vit_ti" / "tiny_rgb" / "best" / "validation.json").exists()
+  rows = store_lib.ResultStore(tmp_path / "results.jsonl").to_rows()
+  assert {(r["task"], r["pvr"], r["adaptation"], r["corruption"]) for r in rows} == {
+      ("tiny_rgb", "random_vit_ti", "none", name) for name in config.only}
+  nav_rows = store_lib.ResultStore(nav.workdir + "/results.jsonl").to_rows()
+  assert [(r["pvr"], r["adaptation"]) for r in nav_rows] == [("random_vit_ti", "frozen")]
+  pieces = robustnav_job.plan(config)   # The agent is trained: nothing is trained again.
+  assert [p.key for p in pieces] == [("tiny_rgb", "random_vit_ti", n) for n in config.only]
+  assert {c.pvr for p in pieces for c in p.cells} == {"random_vit_ti"}
+  assert {p.config_hash for p in pieces} == {r["config_hash"] for r in rows}
+  other = _pvr_tiny(tmp_path, "random_mobilenetv2")
+  assert robustnav_job.nav_config(other, "tiny_rgb").workdir == str(
+      tmp_path / "nav" / "random_mobilenetv2")
+  assert sorted(p.name for p in (tmp_path / "nav").iterdir()) == ["random_vit_ti"]
+
+
+class _Agent:
+  variant, info = "tiny_rgb", {"agent_update": 4, "agent_val_success": 0.0, "agent_steps": 128}
+
+
+def test_the_pvr_and_its_checkpoint_enter_the_config_hash_and_the_agents_directory():
+  config = rn_config.get_config("pvr_tiny")
+  hashes, dirs = {}, {}
+  for pvr, checkpoint in (("", ""), ("random_vit_ti", ""), ("random_mobilenetv2", ""),
+                          ("random_vit_ti", "a.npz"), ("random_vit_ti", "b.npz")):
+    config.pvr, config.pvr_checkpoint = pvr, checkpoint
+    hashes[pvr, checkpoint] = robustnav_job.config_hash(config, _Agent())
+    dirs[pvr, checkpoint] = robustnav_job.agents_workdir(config)
+  assert len(set(hashes.values())) == len(set(dirs.values())) == len(hashes)
+  assert dirs["", ""] == config.nav_workdir
+  assert dirs["random_vit_ti", ""] == f"{config.nav_workdir}/random_vit_ti"
+  assert dirs["random_vit_ti", "a.npz"].startswith(f"{config.nav_workdir}/random_vit_ti@")
+  del config["pvr"], config["pvr_checkpoint"]   # A config of before the keys hashes the same.
+  assert robustnav_job.config_hash(config, _Agent()) == hashes["", ""]
+
+
+@pytest.mark.parametrize("variant, overrides, message", [
+    ("table2", {"pvr": "random_vit_ti"},
+     "config.pvr = 'random_vit_ti'.*must be trained.*agents_from=train"),
+    ("pvr_tiny", {"pvr": "no_such_pvr"},
+     "'no_such_pvr' in config.pvr.*in1k_mobilenetv2.*random_vit_ti"),
+    ("pvr_tiny", {"pvr": "random_vit_ti", "pvr_checkpoint": "/no/such/weights.npz"},
+     "config.pvr_checkpoint = '/no/such/weights.npz': no such file"),
+    ("pvr_tiny", {"pvr": "", "pvr_checkpoint": "w.npz"}, "config.pvr, which is not set"),
+    ("pvr_tiny", {"pvr": "vc1_vitb"}, "'vc1_vitb'.*needs its checkpoint"),
+    ("pvr_tiny", {"pvr": "random_vit_ti", "agents": ("tiny",)},
+     "encodes RGB frames, but agent 'tiny' observes \\('depth',\\)"),
+    ("pvr_tiny", {"pvr": "random_vit_ti", "agents": ("pointnav_rgb",)},
+     "agent 'pointnav_rgb' starts from the params of 'configs/nav.py:pointnav_rgb_il'"),
+    ("tiny", {"pvr": "random_vit_ti"}, "pad_rp adapt the agent's own SimpleCNN"),
+])
+def test_bad_pvr_configs_are_refused_before_work(tmp_path, variant, overrides, message):
+  config = rn_config.get_config(variant)
+  config.workdir, config.nav_workdir = str(tmp_path), str(tmp_path / "nav")
+  config.update(overrides)
+  with pytest.raises(config_lib.ConfigError, match=message):
+    jobs.resolve(config)
+  assert not (tmp_path / "nav").exists()

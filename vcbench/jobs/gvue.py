@@ -52,7 +52,8 @@ NOT_HASHED = ("workdir", "data_dir", "tasks", "pvrs", "seeds", "feature_batch")
 ACT_SECTIONS = {"manipulation": ("manipulation", "data.sources.manipulation"),
                 "navigation": ("navigation",)}
 PERCEPTION_ONLY = ("decoder", "optim", "data.num_train", "data.num_test", "data.resolution")
-NAVIGATION_READS = ("job", "protocol", "navigation", "text_encoder")
+NAVIGATION_READS = ("job", "protocol", "navigation", "text_encoder", "checkpoints")
+ADDED_LATER = {"checkpoints": ""}
 GRIDS = ("tasks", "pvrs", "seeds")
 DIRS = ("workdir", "data_dir")
 
@@ -66,6 +67,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.data_dir = ""                 # Splits and feature caches; "" = <workdir>/data.
   c.tasks = RUNNABLE
   c.pvrs = ("in1k_mobilenetv2", "vcbench_vit_ti", "random_vit_ti")
+  c.checkpoints = ""              # "pvr=path[,pvr=path]": checkpoints other than the zoo's own.
   c.seeds = (0,)
   c.image_size = 224              # G-VUE resizes every input to 224.
   c.text_encoder = "hashed_words"
@@ -113,6 +115,8 @@ def manipulation_config() -> ml_collections.ConfigDict:
 def validate(config) -> None:
   config_lib.require_choice(config, "tasks", RUNNABLE)
   config_lib.require_choice(config, "pvrs", zoo.names())
+  for pvr, path in checkpoints(config).items():
+    zoo.check_inputs(pvr, path, config.image_size)
   config_lib.require_ints(config, ("image_size", "text_max_len", "feature_batch"))
   config_lib.require_ints(config, ("data.num_train", "data.num_test"))
   config_lib.require(config, "image_size", lambda v: v % 32 == 0,
@@ -139,6 +143,20 @@ def validate(config) -> None:
         if not config.navigation.r2r[k]:
           raise config_lib.ConfigError(f"config.{n}.r2r.{k}: required with source 'r2r' "
                                        "(gvue_navigation.default_config lists the files).")
+
+
+def checkpoints(config) -> dict[str, str]:
+  return config_lib.parse_mapping(config, "checkpoints", config.pvrs)
+
+
+def _encoder(config, pvr: str, img_size: int) -> zoo.Encoder:
+  return zoo.load(pvr, checkpoints(config).get(pvr), img_size=img_size)
+
+
+def _cached_as(config, pvr: str) -> str:
+  """The PVR's name in the feature caches: with a checkpoint of the user's, that checkpoint's
+  tag too (features of two checkpoints never share a cache file)."""
+  return zoo.checkpoint_tag(pvr, checkpoints(config).get(pvr))
 
 
 def data_root(config) -> str:
@@ -186,7 +204,7 @@ def task_hash(config, task: str) -> str:
     unread = tuple(k for k in config.keys() if k not in NAVIGATION_READS)
   elif task in ACT:
     unread += PERCEPTION_ONLY
-  return grid_lib.config_hash(config, NOT_HASHED + unread)
+  return grid_lib.config_hash(config, NOT_HASHED + unread, ADDED_LATER)
 
 
 def _run_task(config, grid, task: str, units, text_encoder) -> None:
@@ -208,7 +226,7 @@ def _run_manipulation(config, grid, task: str, units, text_encoder) -> None:
   for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
     feats = _features(config, task, pvr, "train", demos, text_encoder)
     frame = tabletop_demos.Frame.make(config.image_size, feats["p0"].shape[1])
-    encoder = zoo.load(pvr, img_size=config.image_size)
+    encoder = _encoder(config, pvr, config.image_size)
     for unit in grid.pending(pvr_units):
       start = time.perf_counter()
       values = manipulation.fit_and_score(config.manipulation, frame, feats,
@@ -225,8 +243,8 @@ def _run_navigation(config, grid, task: str, units, text_encoder) -> None:
   splits = vln_features.load_or_make_splits(root, n)
   for pvr, pvr_units in grid.groups(units, by=lambda u: u.key[1]).items():
     feats = vln_features.load_or_compute_features(
-        root, n, pvr, splits,
-        lambda: features_lib.jitted_encoder(zoo.load(pvr, img_size=n.image_size)))
+        root, n, _cached_as(config, pvr), splits,
+        lambda: features_lib.jitted_encoder(_encoder(config, pvr, n.image_size)))
     for unit in grid.pending(pvr_units):
       start = time.perf_counter()
       values = navigation.fit_and_score(n, feats, splits, text_encoder, seed=unit.key[2])
@@ -286,8 +304,8 @@ def _real_paths(config, task: str) -> dict:
 
 def _features(config, task, pvr, name, split, text_encoder) -> dict:
   inputs = MANIPULATION_INPUTS if task == "manipulation" else heads.HEADS[task].inputs
-  encoder = zoo.load(pvr, img_size=config.image_size)
-  fingerprint = {"pvr": pvr, "size": config.image_size, "inputs": inputs,
+  encoder = _encoder(config, pvr, config.image_size)
+  fingerprint = {"pvr": _cached_as(config, pvr), "size": config.image_size, "inputs": inputs,
                  "text": config.text_encoder, "max_len": config.text_max_len}
 
   def compute():
@@ -303,7 +321,8 @@ def _features(config, task, pvr, name, split, text_encoder) -> dict:
                                             config.text_max_len))
     return out
 
-  return features_lib.load_or_compute(data_root(config), task, pvr, name, split, fingerprint,
+  return features_lib.load_or_compute(data_root(config), task, _cached_as(config, pvr), name,
+                                      split, fingerprint,
                                       compute)
 
 

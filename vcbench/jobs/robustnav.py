@@ -9,9 +9,17 @@ resumes without redoing an adaptation. Adaptation interacts with the *training* 
 corruption (the calibration phase); evaluation uses fixed episodes of the `split` apartments
 (test by default). The agents are the shipped ones (`benchmarks/nav_agents`) or, with
 `agents_from='train'`, configs/nav.py runs under `nav_workdir` (trained first if absent).
+
+With `pvr` (a zoo PVR; `agents_from='train'`), each agent is its nav variant with that PVR as
+its frozen visual encoder (`policy.encoder`, and `policy.checkpoint` = `pvr_checkpoint` when
+given), trained under `<nav_workdir>/<pvr>` (`<pvr>@<digest of the checkpoint's path>` with a
+checkpoint of one's own), so agents of two PVRs, or of two weights files of one PVR, never
+share a run; its cells carry the PVR as their `pvr` (the SimpleCNN agents' say 'scratch_cnn').
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import pathlib
 import time
 
@@ -21,8 +29,10 @@ from vcbench import config as config_lib
 from vcbench.algos import pad as pad_lib
 from vcbench.benchmarks import nav_agents
 from vcbench.benchmarks import robustnav as rn
+from vcbench.errors import UserError
 from vcbench.jobs import grid as grid_lib
 from vcbench.jobs import nav as nav_job
+from vcbench.models import zoo
 from vcbench.store import Cell, ResultStore
 
 # What decides a cell's numbers is the rest of the config and the agent; not which other cells
@@ -44,6 +54,10 @@ def default_config() -> ml_collections.ConfigDict:
   c.agents_from = "shipped"     # 'shipped': vcbench/benchmarks/nav_agents/<agent>.npz;
                                 # 'train': the nav runs under nav_workdir (trained if absent).
   c.nav_updates = 0             # 'train': 0 = the nav variant's own num_updates
+  c.pvr = ""                    # 'train': a zoo PVR, the agents' frozen visual encoder (each
+                                # agent trained under nav_workdir/<pvr>); '': the nav variant's
+                                # own encoder.
+  c.pvr_checkpoint = ""         # its weights file; '': the zoo entry's own.
   c.split = "test"              # apartments of the episodes: 'test' (not the val apartments
                                 # that chose the agents' checkpoints) or 'val'.
   c.val_scenes = 15             # apartments (RobustNav: RoboTHOR's 15 val scenes)
@@ -87,10 +101,13 @@ def validate(config) -> None:
     config_lib.require_grid(config, ("agents",))
   config_lib.require_choice(config, "agents_from", ("shipped", "train"))
   config_lib.require_choice(config, "split", ("val", "test"))
+  _check_pvr(config)
   table3 = [config.adapt.agent] if config.adapt.methods else []
   for variant in list(config.agents) + table3:
     if config.agents_from == "train":
-      nav_config(config, variant)
+      nav = nav_config(config, variant)
+      if config.pvr:
+        _check_pvr_agent(config, variant, nav)
     elif variant not in nav_agents.names():
       raise config_lib.ConfigError(
           f"agents: no shipped agent {variant!r} (shipped: {nav_agents.names()}); "
@@ -105,16 +122,76 @@ def validate(config) -> None:
   pad_lib.check_config(config.adapt.pad)
 
 
+def _check_pvr(config) -> None:
+  """`pvr` only with trained agents, a zoo name; `pvr_checkpoint` only with it, a readable
+  file."""
+  if not config.pvr:
+    if config.pvr_checkpoint:
+      raise config_lib.ConfigError(
+          f"config.pvr_checkpoint = {config.pvr_checkpoint!r} is the weights of config.pvr, "
+          "which is not set")
+    return
+  if config.agents_from != "train":
+    raise config_lib.ConfigError(
+        f"config.pvr = {config.pvr!r} makes agents with that PVR as their encoder, which "
+        f"must be trained: set --config.agents_from=train (the {config.agents_from} agents "
+        "have their own encoders)")
+  config_lib.require_choice(config, "pvr", zoo.names())
+  if config.pvr_checkpoint and not os.path.isfile(config.pvr_checkpoint):
+    raise config_lib.ConfigError(
+        f"config.pvr_checkpoint = {config.pvr_checkpoint!r}: no such file")
+
+
+def _check_pvr_agent(config, variant: str, nav) -> None:
+  """What training `variant` with the PVR would refuse, or Table 3 with it."""
+  if nav.init_from:
+    raise config_lib.ConfigError(
+        f"config.pvr = {config.pvr!r}: agent {variant!r} starts from the params of "
+        f"{nav.init_from!r}, a network with another encoder; choose a one-stage variant (e.g. "
+        f"{variant}_il or pointnav_rgb_quick)")
+  if "rgb" not in nav.sensors:   # The PVR would see nothing: a cnn agent under its name.
+    raise config_lib.ConfigError(
+        f"config.pvr = {config.pvr!r} encodes RGB frames, but agent {variant!r} observes "
+        f"{tuple(nav.sensors)}; choose an RGB variant (e.g. pointnav_rgb_quick, tiny_rgb)")
+  pad = [m for m in config.adapt.methods if m.startswith("pad_")]
+  if pad and variant == config.adapt.agent:
+    raise config_lib.ConfigError(
+        f"config.adapt.methods: {', '.join(pad)} adapt the agent's own SimpleCNN, which an "
+        f"agent with config.pvr = {config.pvr!r} (frozen) does not have; leave them out")
+  try:   # A pretrained entry's weights, a ViT's input size (a multiple of its patch).
+    zoo.check_inputs(config.pvr, nav.policy.checkpoint, nav.policy.img_size or None)
+  except UserError as e:
+    raise config_lib.ConfigError(
+        f"config.pvr = {config.pvr!r} in agent {variant!r} (its policy.img_size = "
+        f"{nav.policy.img_size}): {e}") from None
+
+
+def agents_workdir(config) -> str:
+  """Where the trained agents' nav runs are: `nav_workdir`, or with a PVR its subdirectory
+  named by the PVR (and, for weights of one's own, a digest of their path)."""
+  if not config.pvr:
+    return config.nav_workdir
+  name = config.pvr
+  if config.pvr_checkpoint:
+    path = os.path.abspath(config.pvr_checkpoint)
+    name += "@" + hashlib.sha256(path.encode()).hexdigest()[:12]
+  return os.path.join(config.nav_workdir, name)
+
+
 def nav_config(config, variant: str) -> ml_collections.ConfigDict:
-  """The nav job config of agent `variant` (a variant of `config.nav_config`), under
-  `nav_workdir`."""
+  """The nav job config of agent `variant` (a variant of `config.nav_config`, with `pvr` as its
+  frozen encoder when set), under `agents_workdir`."""
   try:
     nav = config_lib.load_file(f"{config.nav_config}:{variant}")
   except ValueError as e:   # An unknown variant.
     raise config_lib.ConfigError(f"agents: {e}") from None
-  nav.workdir = config.nav_workdir
+  nav.workdir = agents_workdir(config)
   if config.nav_updates:
     nav[nav.algo].num_updates = config.nav_updates
+  if config.pvr:
+    nav.policy.encoder, nav.policy.finetune_encoder = config.pvr, False
+    if config.pvr_checkpoint:
+      nav.policy.checkpoint = config.pvr_checkpoint
   return nav
 
 
@@ -128,8 +205,10 @@ def agent(config, variant: str) -> rn.Agent:
   return rn.Agent(nav, steps_before=sum(st["selected_env_steps"] for st in earlier))
 
 
-# Fields added after cells were stored, with the value that reproduces them.
-ADDED_LATER = {"agents_from": "train", "split": "val"}
+# Fields added after cells were stored, with the value that reproduces them. `pvr` and
+# `pvr_checkpoint` are hashed when set: they make another agent, whose `info` (its selected
+# update and val SR) could happen to equal the SimpleCNN agent's.
+ADDED_LATER = {"agents_from": "train", "split": "val", "pvr": "", "pvr_checkpoint": ""}
 
 
 def config_hash(config, a: rn.Agent) -> str:
@@ -160,25 +239,33 @@ def run(config) -> dict:
 
 
 def _cell(config, a: rn.Agent, adaptation: str, cond: rn.Condition) -> Cell:
-  return Cell(benchmark=rn.BENCHMARK, task=a.variant, pvr="scratch_cnn", adaptation=adaptation,
-              seed=int(config.seed), corruption=cond.name, severity=cond.severity)
+  # The agent's encoder as the nav job names it ('scratch_cnn' for the SimpleCNN).
+  return Cell(benchmark=rn.BENCHMARK, task=a.variant, pvr=nav_job.cell(a.nav).pvr,
+              adaptation=adaptation, seed=int(config.seed), corruption=cond.name,
+              severity=cond.severity)
+
+
+def _label(config, variant: str) -> str:
+  """The agent in logs: its variant, and its PVR when it has one."""
+  return f"{variant} {config.pvr}" if config.pvr else variant
 
 
 def plan(config) -> list[grid_lib.Slice]:
   """The sweep's pieces: one per agent and corruption of Table 2 and the severity sweep (every
   severity of it, and its `extra` conditions), and one per Table 3 adaptation (one for
   augmentation, which trains once and is evaluated clean and under every corruption). The
-  agents are resolved first (with `agents_from='train'`, trained here if `nav_workdir` lacks
-  them)."""
+  agents are resolved first (with `agents_from='train'`, trained here if `agents_workdir`
+  lacks them); with a `pvr`, the pieces' keys name it."""
   out = []
   by_name: dict[str, list[rn.Condition]] = {}
   for cond in conditions(config):
     by_name.setdefault(cond.name, []).append(cond)
+  pvr = (config.pvr,) if config.pvr else ()   # Pieces of two PVRs' plans never share a name.
   for variant in config.agents:
     a = agent(config, variant)
     for name, conds in by_name.items():
       extra = tuple(e for e in config.extra if _parse(e).name == name)
-      out.append(grid_lib.Slice((variant, name), {
+      out.append(grid_lib.Slice((variant, *pvr, name), {
           "agents": (variant,), "only": (name,), "extra": extra, "adapt.methods": ()},
           tuple(_cell(config, a, "none", c) for c in conds), config_hash(config, a)))
   m = config.adapt
@@ -189,7 +276,7 @@ def plan(config) -> list[grid_lib.Slice]:
       for corruption in ((None,) if method == "augment" else m.corruptions):
         conds = ([rn.Condition()] + targets if corruption is None
                  else [rn.Condition.parse(corruption, 5)])
-        out.append(grid_lib.Slice((m.agent, method) + ((corruption,) if corruption else ()), {
+        out.append(grid_lib.Slice((m.agent, *pvr, method) + ((corruption,) if corruption else ()), {
             "agents": (), "adapt.methods": (method,),
             "adapt.corruptions": tuple(m.corruptions) if corruption is None else (corruption,)},
             tuple(_cell(config, a, method, c) for c in conds), config_hash(config, a)))
@@ -199,8 +286,8 @@ def plan(config) -> list[grid_lib.Slice]:
 def evaluate_cells(config, a: rn.Agent, adaptation: str, get_params, conds, env) -> None:
   """Evaluates the pending cells of `conds`; `get_params()` (an adaptation, when it has not
   been run yet) is called only when there is one."""
-  grid = grid_lib.Grid(f"robustnav {a.variant} [{adaptation}]", config.workdir,
-                       config_hash(config, a))
+  label = f"robustnav {_label(config, a.variant)} [{adaptation}]"
+  grid = grid_lib.Grid(label, config.workdir, config_hash(config, a))
   units = [grid_lib.Unit((cond,), (_cell(config, a, adaptation, cond),)) for cond in conds]
   todo = grid.todo(units)
   params = get_params() if todo else None
@@ -212,5 +299,5 @@ def evaluate_cells(config, a: rn.Agent, adaptation: str, get_params, conds, env)
     grid.record(unit.cells[0], s, extra={"kind": cond.kind, "split": config.split,
                                          "seconds": round(time.time() - t0, 1), **a.info},
                 allow_nonfinite=True)
-    print(f"robustnav {a.variant} [{adaptation}] {cond.name} sev {cond.severity}: "
+    print(f"{label} {cond.name} sev {cond.severity}: "
           f"SR {s['success']:.1f} SPL {s['spl']:.1f} ({time.time() - t0:.0f} s)", flush=True)

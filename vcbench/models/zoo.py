@@ -80,6 +80,63 @@ def entry(name: str) -> Entry:
   return ZOO.get(name)
 
 
+class ContractError(UserError, ValueError):
+  """An encoder whose outputs break the Encoder contract."""
+
+
+def register(name: str, build: Callable[..., nn.Module], preprocess: Preprocess, source: str,
+             licence: str = "") -> Entry:
+  """Adds an outside PVR to the zoo (from a plugin file: `registry.load_plugins`).
+
+  build(img_size, dtype) makes a Flax module that maps preprocessed images [B, H, W, 3] to
+  `(outputs, intermediates)`, outputs {'cls': [B, D], 'tokens': [B, N, D], 'pyramid': [maps
+  [B, h, w, C], fine to coarse]}: the Encoder contract (`check_contract` checks it). Its trained
+  weights, if any, are its Flax variables in a vcbench .npz (`convert.save_variables`), given
+  as its checkpoint; without one it is initialised from `seed` like the random entries.
+  """
+  e = Entry(name, build, preprocess, None, source, licence)
+  _add(e)
+  return e
+
+
+def check_contract(encoder: "Encoder", name: str = "encoder") -> dict:
+  """Runs `encoder` on one black image of its input size; returns the outputs, or raises
+  ContractError naming what is missing or misshapen."""
+  size = encoder.preprocess.size
+  out = encoder(np.zeros((1, size, size, 3), np.uint8))
+  expected = {"cls": 2, "tokens": 3}
+  for key, ndim in expected.items():
+    got = getattr(out.get(key) if isinstance(out, dict) else None, "ndim", None)
+    if got != ndim:
+      raise ContractError(f"{name}: outputs[{key!r}] should be a {ndim}-d array (the Encoder "
+                          f"contract: cls [B, D], tokens [B, N, D]); got "
+                          f"{type(out.get(key)).__name__ if isinstance(out, dict) else out!r}"
+                          f"{'' if got is None else f' with {got} dims'}")
+  pyramid = out.get("pyramid")
+  if not isinstance(pyramid, (list, tuple)) or not all(
+      getattr(p, "ndim", None) == 4 for p in pyramid):
+    raise ContractError(f"{name}: outputs['pyramid'] should be a list of [B, h, w, C] maps; got "
+                        f"{type(pyramid).__name__}")
+  return out
+
+
+def checkpoint_file(name: str, checkpoint: Optional[str] = None) -> Optional[str]:
+  """The file `load(name, checkpoint)` reads its weights from: `checkpoint`, else the entry's
+  shipped one; None for an initialisation from a seed."""
+  e = ZOO.get(name)
+  if checkpoint is None and e.default_checkpoint is not None:
+    checkpoint = e.default_checkpoint()
+  return None if checkpoint is None else os.fspath(checkpoint)
+
+
+def checkpoint_tag(name: str, checkpoint: Optional[str] = None) -> str:
+  """`name`, or with a given checkpoint `name@<digest of its path, size and mtime>`: a cache key
+  for what the PVR computes (the zoo's own weights keep the plain name)."""
+  if checkpoint is None:
+    return name
+  return f"{name}@{_converted_entry(name, checkpoint)[0].rsplit('-', 1)[1][:12]}"
+
+
 class Encoder(NamedTuple):
   """What `load` returns; unpacks as (module, params, preprocess)."""
   module: nn.Module
@@ -135,8 +192,7 @@ def _cached_variables(base: str, key: str, expected) -> Optional[dict]:
 
 
 def _resolve_checkpoint(e: Entry, checkpoint: Optional[str]) -> str:
-  if checkpoint is None and e.default_checkpoint is not None:
-    checkpoint = e.default_checkpoint()
+  checkpoint = checkpoint_file(e.name, checkpoint)
   if checkpoint is None:
     raise MissingCheckpointError(
         f"zoo entry {e.name!r} is a pretrained PVR and needs its checkpoint: "

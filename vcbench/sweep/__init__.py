@@ -27,17 +27,14 @@ each piece's worker appends its records to its own file, `<workdir>/results.json
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import pathlib
 import socket
-import sys
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from vcbench import files, jobs
+from vcbench import files, jobs, registry
 from vcbench.errors import UserError
 from vcbench.jobs.grid import Slice
 from vcbench.store import ResultStore, record_key, record_line
@@ -49,25 +46,6 @@ WORKER_NOTE = "worker.json"  # Which host and process hold (or last held) a piec
 
 class SweepError(UserError, RuntimeError):
   """A sweep cannot start, or ended with cells that no worker could finish."""
-
-
-def load_plugins(specs: Sequence[str]) -> None:
-  """Imports each plugin: a module name or a .py file (e.g. one that registers a suite), so a
-  worker on another host knows what the driver's config names."""
-  for spec in specs:
-    if spec.endswith(".py"):
-      path = pathlib.Path(spec).resolve()
-      name = f"vcbench_plugin_{path.stem}"
-      if name in sys.modules:
-        continue
-      if not path.is_file():
-        raise SweepError(f"plugin {spec}: no such file")
-      module_spec = importlib.util.spec_from_file_location(name, path)
-      module = importlib.util.module_from_spec(module_spec)
-      sys.modules[name] = module
-      module_spec.loader.exec_module(module)
-    else:
-      importlib.import_module(spec)
 
 
 def plan(job: jobs.Job, config) -> list[Slice]:
@@ -130,7 +108,7 @@ def run_piece(config, piece: Slice, plugins: Sequence[str] = (),
   """Runs `piece` of `config`'s job in `<workdir>/sweep/<piece>/`; returns the records it made
   that the main store lacked when it started (with `writer`, also appends them to the main
   store's file of that writer). Safe to run again after a kill: finished cells are kept."""
-  load_plugins(plugins)
+  registry.load_plugins(plugins)
   scratch_dir = pathlib.Path(config.workdir) / SCRATCH / piece.name
   main = ResultStore(pathlib.Path(config.workdir) / STORE)
   scratch = ResultStore(scratch_dir / STORE)
@@ -144,7 +122,7 @@ def run_piece(config, piece: Slice, plugins: Sequence[str] = (),
     job.run(sub)
   new = [r for r in scratch.records() if record_key(r) not in known]
   if writer is not None:
-    append_new(ResultStore(main.path, writer=writer), new)
+    ResultStore(main.path, writer=writer).append_new(new)
   return new
 
 
@@ -153,25 +131,11 @@ def run_piece(config, piece: Slice, plugins: Sequence[str] = (),
 # -------------------------------------------------------------------------------------------
 
 
-def append_new(store: ResultStore, records: Iterable[dict]) -> int:
-  """Appends the records whose (cell, config hash) `store` lacks, as they were; returns how
-  many."""
-  done = store.completed()
-  n = 0
-  for r in records:
-    key = record_key(r)
-    if key not in done:
-      store.append_record(r)
-      done.add(key)
-      n += 1
-  return n
-
-
 def harvest(config, store: ResultStore) -> int:
   """Appends what earlier workers finished but no driver stored; returns how many."""
   n = 0
   for path in sorted((pathlib.Path(config.workdir) / SCRATCH).glob(f"*/{STORE}")):
-    n += append_new(store, ResultStore(path).records())
+    n += store.append_new(ResultStore(path).records())
   return n
 
 
@@ -182,7 +146,7 @@ def sweep(config, backend: Backend, plugins: Sequence[str] = (), log=print) -> s
   """Runs every pending piece of `config`'s job through `backend` (see `backends`), storing
   results as they arrive; then the job's report. Raises SweepError naming the pieces that
   failed (their finished cells are stored; a re-run retries the rest)."""
-  load_plugins(plugins)
+  registry.load_plugins(plugins)
   config = absolute_dirs(config)
   job = jobs.resolve(config)
   pieces = plan(job, config)
@@ -201,7 +165,7 @@ def sweep(config, backend: Backend, plugins: Sequence[str] = (), log=print) -> s
         failed.append(f"{piece.name}: {type(result).__name__}: {result}".splitlines()[0])
         log(f"sweep: piece {piece.name} failed: {failed[-1]}")
         continue
-      n = append_new(store, result)
+      n = store.append_new(result)
       log(f"sweep: [{i}/{len(todo)}] {piece.name}: {n} records stored "
           f"({time.time() - t0:.0f} s)")
     harvest(config, store)
