@@ -205,8 +205,9 @@ def _notes(config) -> list[str]:
                  f"({', '.join(config.gvue.tasks)}): its summary and category scores cover "
                  "those only and are not comparable with full runs.")
   if one_seed:
-    notes.append(f"One seed in {', '.join(one_seed)}: no ± there, and orderings within "
-                 "noise are not significant.")
+    notes.append(f"One seed in {', '.join(one_seed)}: no ± over seeds there (RobustNav's "
+                 "clean SPL ± is the 95% interval over its episodes); orderings within noise "
+                 "are not significant.")
   return notes
 
 
