@@ -81,7 +81,7 @@ def test_resolve_refuses_unknown_job_naming_the_known_ones():
   with pytest.raises(config_lib.ConfigError, match="zoo_demo"):
     jobs.resolve(c)
   assert {"cortexbench", "colosseum", "nav", "robustnav", "mae", "zoo_demo",
-          "dmc_expert", "gvue"} == set(jobs.names())
+          "dmc_expert", "gvue", "leaderboard"} == set(jobs.names())
 
 
 def test_jobs_resolve_by_module_name_without_importing_the_others():
