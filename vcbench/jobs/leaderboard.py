@@ -91,12 +91,18 @@ def runs(config, benchmark: str) -> list[ml_collections.ConfigDict]:
     base.pvrs, base.checkpoints = tuple(config.pvrs), config.checkpoints
     return [base]
   out = []
+  ckpts = checkpoints(config)
   for pvr in config.pvrs:
     run = base.copy_and_resolve_references()
-    run.pvr, run.pvr_checkpoint = pvr, checkpoints(config).get(pvr, "")
+    run.pvr, run.pvr_checkpoint = pvr, ckpts.get(pvr, "")
     run.nav_workdir = os.path.join(base.workdir, "nav")
     out.append(run)
   return out
+
+
+def run_name(benchmark: str, sub, sep: str = "/") -> str:
+  """A run of `runs(config, benchmark)` by name: the benchmark, and RobustNav's PVR."""
+  return benchmark if benchmark != "robustnav" else f"{benchmark}{sep}{sub.pvr}"
 
 
 def validate(config) -> None:
@@ -127,7 +133,7 @@ def run(config) -> dict[str, Any]:
   timings = _read_json(root / "timings.json")
   for name in config.benchmarks:
     for sub in runs(config, name):
-      label = name if name != "robustnav" else f"{name}/{sub.pvr}"
+      label = run_name(name, sub)
       own = ResultStore(pathlib.Path(sub.workdir) / "results.jsonl")
       own.append_new(r for r in store.records() if r["cell"]["benchmark"] in RECORDS[name])
       start = time.time()
@@ -177,7 +183,7 @@ def _write_links(config, out: pathlib.Path, records: list[dict]) -> dict:
   links: dict[str, dict[str, dict[str, str]]] = {p: {} for p in config.pvrs}
   for name in config.benchmarks:
     for sub in runs(config, name):
-      stem = name if name != "robustnav" else f"{name}-{sub.pvr}"
+      stem = run_name(name, sub, sep="-")
       text = json.dumps(sub.to_dict(), indent=1, sort_keys=True, default=str)
       files.atomic_write(out / "configs" / f"{stem}.json", lambda f, t=text: f.write(t.encode()))
       for pvr in ([sub.pvr] if name == "robustnav" else config.pvrs):

@@ -40,7 +40,8 @@ def per_seed_tables(rows: Iterable[Mapping[str, Any]]
   return out
 
 
-def _stats(values: Sequence[float]) -> tuple[float, float, int]:
+def mean_se(values: Sequence[float]) -> tuple[float, float, int]:
+  """(mean, standard error, count) of the finite values; NaN where undefined."""
   finite = np.asarray([v for v in values if math.isfinite(v)], float)
   if not len(finite):
     return math.nan, math.nan, 0
@@ -56,10 +57,10 @@ def seed_stats(rows: Iterable[Mapping[str, Any]]) -> tuple[Stats, Stats]:
   for pvr, by_seed in per_seed_tables(rows).items():
     sets = report.test_set_order(s for t in by_seed.values() for task in t.values() for s in task)
     for s in sets:
-      success.setdefault(pvr, {})[s] = _stats(
+      success.setdefault(pvr, {})[s] = mean_se(
           [report.task_mean(per_task, s) for per_task in by_seed.values()])
       if s != cb.NONE:
-        change.setdefault(pvr, {})[s] = _stats(
+        change.setdefault(pvr, {})[s] = mean_se(
             [cb.percent_change(per_task, s) for per_task in by_seed.values()])
   return success, change
 

@@ -159,19 +159,14 @@ def colosseum_values(rows) -> tuple[Values, Values]:
       success = [colosseum_rows.task_mean(per_task, f) for f in factors]
       change = [cb.percent_change(per_task, f) for f in factors]
       per_seed["colosseum.clean"].append(colosseum_rows.task_mean(per_task, cb.NONE))
-      per_seed["colosseum.perturbed"].append(_finite_mean(success))
-      per_seed["colosseum.change"].append(_finite_mean(change))
+      per_seed["colosseum.perturbed"].append(colosseum_compare.mean_se(success)[0])
+      per_seed["colosseum.change"].append(colosseum_compare.mean_se(change)[0])
     for key, seq in per_seed.items():
-      finite = [v for v in seq if math.isfinite(v)]
-      values.setdefault(pvr, {})[key] = float(np.mean(finite)) if finite else math.nan
-      if len(finite) > 1:
-        errors.setdefault(pvr, {})[key] = float(np.std(finite, ddof=1) / math.sqrt(len(finite)))
+      mean, se, _ = colosseum_compare.mean_se(seq)
+      values.setdefault(pvr, {})[key] = mean
+      if math.isfinite(se):
+        errors.setdefault(pvr, {})[key] = se
   return values, errors
-
-
-def _finite_mean(values: Iterable[float]) -> float:
-  finite = [v for v in values if math.isfinite(v)]
-  return float(np.mean(finite)) if finite else math.nan
 
 
 HEADLINES = {"cortexbench": cortexbench_values, "gvue": gvue_values,
