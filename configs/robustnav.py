@@ -29,7 +29,7 @@ own; `agents_from=train` only) trains each agent with the PVR as its frozen enco
 pointnav_rgb_il), pvr_quick (the visual corruptions but spatter on pointnav_rgb_quick) and
 pvr_tiny (tiny_rgb) are the leaderboard's (no Table 3: PAD adapts a SimpleCNN):
   python -m launch.main --config configs/robustnav.py:pvr_quick --config.pvr=in1k_mobilenetv2
-        # the agent (configs/nav.py:pointnav_rgb_quick, ~6-11 min) + 7 cells of 100 test
+        # the agent (configs/nav.py:pointnav_rgb_quick, 10.9 min shared) + 7 cells of 100 test
         # episodes, 45-55 s each on 2 CPU cores shared with another job
   python -m launch.main --config configs/robustnav.py:pvr_tiny --config.pvr=random_vit_ti
         # ~75 s (shared cores), for the tests
